@@ -1,0 +1,240 @@
+// Package provider is the service-provider interface (SPI) between the public
+// [goverbs/verbs] API and the devices that implement it.
+//
+// It owns two things: the vocabulary every layer shares (access flags,
+// opcodes, work requests, work completions, QP attributes and states,
+// capabilities, errors), and the interfaces a provider implements (Device,
+// PD, MR, CQ, QP, Listener, ConnRequest). It plays the part that
+// libibverbs' provider operations play in C, or database/sql/driver in Go:
+// the verbs package is handed a provider as a value, never looks one up in a
+// global registry, and adds what every provider needs and must not
+// duplicate — argument validation, object lifetimes and typed errors.
+//
+// A provider may be the shared software device [goverbs/soft] with a link
+// (loopback, iWARP over TCP, RoCEv2 over UDP, shared memory) plugged in, or a
+// backend onto real RDMA hardware. This package imports only the standard
+// library.
+//
+// Ownership: slices inside a work request (the SGE list) belong to the
+// caller; a provider copies what it needs before PostSend or PostRecv
+// returns. Memory described by an SGE or a registered region is read and
+// written by the provider until the work request completes.
+package provider
+
+import "context"
+
+// Provider opens a device. A transport package returns a Provider value (for
+// example loopback.New()); verbs.Open calls Open exactly once per device.
+type Provider interface {
+	Open() (Device, error)
+}
+
+// Device is an open RDMA device: the factory of every other object.
+type Device interface {
+	// Caps reports the device's capabilities truthfully (SEMANTICS 1).
+	Caps() Caps
+	// AllocPD allocates a protection domain.
+	AllocPD() (PD, error)
+	// CreateCQ creates a completion queue with room for attr.Entries work
+	// completions.
+	CreateCQ(attr CQAttr) (CQ, error)
+	// Listen starts accepting connection requests on addr, whose syntax
+	// belongs to the transport (host:port for TCP and UDP, a socket path
+	// for shared memory, a name for loopback).
+	Listen(addr string) (Listener, error)
+	// Dial connects qp (in RESET or INIT) to a listener at addr. On
+	// success qp is in RTS, connected to the QP the peer accepted with.
+	Dial(ctx context.Context, addr string, qp QP, param ConnParam) (ConnInfo, error)
+	// Events returns the channel on which asynchronous events (CQ overrun,
+	// QP fatal error, communication established, ...) are delivered. The
+	// channel is closed when the device is closed.
+	Events() <-chan AsyncEvent
+	// Close releases every object of the device: QPs move to ERR and are
+	// destroyed, connections are closed, memory is deregistered.
+	Close() error
+}
+
+// PD is a protection domain: memory regions and QPs of one PD can reach each
+// other; a remote key never reaches a region of another PD.
+type PD interface {
+	// RegisterMR registers buf. The provider keeps buf reachable and
+	// reads and writes it directly until the region is deregistered.
+	// mem, if not nil, is the allocator-owned backing of buf (it enables
+	// persistence and sharing with a same-host peer).
+	RegisterMR(buf []byte, access Access, mem Memory) (MR, error)
+	// CreateQP creates a reliable-connected queue pair in RESET.
+	CreateQP(attr QPInitAttr) (QP, error)
+	// AllocMW allocates a memory window of the given type.
+	AllocMW(typ MWType) (MW, error)
+	// Close deallocates the PD. The verbs layer guarantees no MR, MW or
+	// QP of the PD is still open.
+	Close() error
+}
+
+// Memory is the part of an allocator-owned buffer (package mem) a provider
+// may use: persistence for FLUSH and a shareable file descriptor.
+type Memory interface {
+	// Persistent reports whether Persist makes bytes durable.
+	Persistent() bool
+	// Persist makes the byte range [off, off+n) durable.
+	Persist(off, n int) error
+	// Fd returns a file descriptor a same-host peer can map, or an error.
+	Fd() (int, error)
+	// Acquire and Release hold the memory open (Close fails while held).
+	Acquire() error
+	Release()
+}
+
+// MR is a registered memory region.
+type MR interface {
+	LKey() uint32
+	RKey() uint32
+	// Addr is the region's virtual address: the address an SGE or a
+	// remote peer uses for the first byte.
+	Addr() uint64
+	Len() int
+	Access() Access
+	// Deregister revokes both keys before it returns. It fails with
+	// ErrBusy while posted work requests still reference the region, and
+	// waits for remote accesses already under way (they are bounded).
+	Deregister() error
+}
+
+// MW is a memory window: a remotely accessible view of part of an MR that can
+// be bound, invalidated and bound again with a new key.
+type MW interface {
+	Type() MWType
+	// RKey is the window's current remote key (zero when unbound).
+	RKey() uint32
+	// Bind binds a type 1 window through qp (which must be in RTS).
+	Bind(qp QP, bind MWBind) (rkey uint32, err error)
+	Close() error
+}
+
+// CQ is a completion queue.
+type CQ interface {
+	// Poll copies up to len(wc) completions, oldest first, into wc and
+	// returns how many. It never blocks and never allocates. After an
+	// overrun it returns the completions it still holds, then ErrCQOverrun.
+	Poll(wc []WorkCompletion) (int, error)
+	// Wait blocks until the CQ holds a completion (a solicited one or an
+	// error, if solicitedOnly) or ctx ends.
+	Wait(ctx context.Context, solicitedOnly bool) error
+	Close() error
+}
+
+// QP is a reliable-connected queue pair.
+type QP interface {
+	QPN() uint32
+	// Modify applies the attributes named by mask, moving the QP to
+	// attr.State when mask has AttrState. An illegal transition or a
+	// missing required attribute fails and leaves the QP unchanged.
+	Modify(attr *QPAttr, mask AttrMask) error
+	// Query returns the QP's current attributes.
+	Query() (QPAttr, error)
+	// PostSend queues wrs in order. It validates every WR before queuing
+	// any: on error nothing is queued and the error is a *PostError.
+	PostSend(wrs []SendWR) error
+	// PostRecv queues receive WRs, with the same all-or-nothing rule.
+	PostRecv(wrs []RecvWR) error
+	// Disconnect tells the peer the connection ends and moves the QP to
+	// ERR, flushing outstanding work.
+	Disconnect() error
+	// Close destroys the QP; outstanding work is flushed first.
+	Close() error
+}
+
+// Listener accepts connection requests.
+type Listener interface {
+	// Accept waits for the next connection request.
+	Accept(ctx context.Context) (ConnRequest, error)
+	// Addr is the address peers dial.
+	Addr() string
+	Close() error
+}
+
+// ConnRequest is an incoming connection request, answered by Accept or
+// Reject exactly once.
+type ConnRequest interface {
+	// PrivateData is the initiator's private data.
+	PrivateData() []byte
+	// Param is the initiator's offer (IRD, ORD, ...).
+	Param() ConnParam
+	// Accept connects qp (in RESET or INIT) to the initiator and moves it
+	// to RTS.
+	Accept(ctx context.Context, qp QP, param ConnParam) (ConnInfo, error)
+	// Reject refuses the request, sending privateData to the initiator.
+	Reject(privateData []byte) error
+}
+
+// ConnParam is what one side offers when connecting or accepting
+// (librdmacm's rdma_conn_param).
+type ConnParam struct {
+	// PrivateData travels to the peer; each transport documents its limit
+	// (Caps.MaxPrivateData).
+	PrivateData []byte
+	// ResponderResources is the IRD offered: how many RDMA READ and atomic
+	// requests this side accepts outstanding.
+	ResponderResources uint8
+	// InitiatorDepth is the ORD asked for: how many READ/atomic requests
+	// this side will have outstanding.
+	InitiatorDepth uint8
+	// RNRRetryCount (0-7, 7 = infinite) and RetryCount (0-7) are applied to
+	// the QP where the transport has them.
+	RNRRetryCount uint8
+	RetryCount    uint8
+}
+
+// ConnInfo describes an established connection.
+type ConnInfo struct {
+	// PrivateData is what the peer sent with its accept.
+	PrivateData []byte
+	// LocalAddr and RemoteAddr are transport addresses.
+	LocalAddr, RemoteAddr string
+	// RemoteQPN is the peer QP's number.
+	RemoteQPN uint32
+	// IRD and ORD are the negotiated values applied to the QP.
+	IRD, ORD uint8
+}
+
+// AsyncEvent is an asynchronous event (ibv_async_event).
+type AsyncEvent struct {
+	Type EventType
+	// QPN names the QP for QP events; zero otherwise.
+	QPN uint32
+	// Err gives detail when there is any.
+	Err error
+}
+
+// EventType is the kind of an AsyncEvent.
+type EventType uint8
+
+// Asynchronous event types.
+const (
+	EventCQError          EventType = iota + 1 // a CQ overran
+	EventQPFatal                               // a QP moved to ERR because of a local or transport error
+	EventQPRequestErr                          // a QP moved to ERR because of an invalid request from the peer
+	EventQPAccessErr                           // a QP moved to ERR because of a remote access violation by the peer
+	EventCommEstablished                       // a QP in RTR received its first message
+	EventQPLastWQEReached                      // an ERR QP has no more WQEs to flush
+	EventPeerDisconnected                      // the peer disconnected or died
+	EventDeviceFatal                           // the device can no longer work
+)
+
+var eventNames = [...]string{
+	EventCQError:          "CQ error",
+	EventQPFatal:          "QP fatal",
+	EventQPRequestErr:     "QP invalid request error",
+	EventQPAccessErr:      "QP access error",
+	EventCommEstablished:  "communication established",
+	EventQPLastWQEReached: "last WQE reached",
+	EventPeerDisconnected: "peer disconnected",
+	EventDeviceFatal:      "device fatal",
+}
+
+func (e EventType) String() string {
+	if int(e) < len(eventNames) && eventNames[e] != "" {
+		return eventNames[e]
+	}
+	return "unknown event"
+}

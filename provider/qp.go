@@ -1,0 +1,157 @@
+package provider
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is a QP state (ibv_qp_state).
+type State uint8
+
+// QP states.
+const (
+	StateReset State = iota // created; nothing can be posted
+	StateInit               // receives can be posted
+	StateRTR                // ready to receive: connected to a peer QP
+	StateRTS                // ready to send
+	StateSQD                // send queue drained: new sends wait
+	StateSQE                // send queue error: a send failed, receives continue
+	StateErr                // error: every outstanding WR is flushed
+	numStates
+)
+
+var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s State) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// MTU is a path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+type MTU uint16
+
+// Valid reports whether m is one of the IB path MTUs.
+func (m MTU) Valid() bool {
+	switch m {
+	case 256, 512, 1024, 2048, 4096:
+		return true
+	}
+	return false
+}
+
+// AttrMask names the attributes of a Modify (ibv_qp_attr_mask).
+type AttrMask uint32
+
+// Attribute mask bits.
+const (
+	AttrState AttrMask = 1 << iota
+	AttrAccessFlags
+	AttrPKeyIndex
+	AttrPort
+	AttrAV // the address of the peer (AddressVector)
+	AttrPathMTU
+	AttrTimeout
+	AttrRetryCnt
+	AttrRNRRetry
+	AttrRQPSN
+	AttrMaxQPRdAtomic // ORD
+	AttrMinRNRTimer
+	AttrSQPSN
+	AttrMaxDestRdAtomic // IRD
+	AttrDestQPN
+	AttrCap
+	AttrCurState
+	AttrEnSQDAsyncNotify
+)
+
+// AddressVector names the peer of a QP connected by hand (ibv_ah_attr). Its
+// meaning belongs to the transport: for RoCEv2 an IP address (GID) and UDP
+// port, for loopback nothing beyond the destination QPN.
+type AddressVector struct {
+	// Addr is the peer's transport address ("ip:port"); empty for
+	// transports that need none.
+	Addr string
+	// GID is the peer's global identifier, when the transport uses one.
+	GID [16]byte
+	// TrafficClass and HopLimit are the GRH fields where they apply.
+	TrafficClass uint8
+	HopLimit     uint8
+}
+
+// QPCap are the sizes of a QP's queues (ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// QPInitAttr are the attributes of a QP at creation (ibv_qp_init_attr).
+type QPInitAttr struct {
+	SendCQ, RecvCQ CQ
+	Cap            QPCap
+	// SignalAll makes every send WR signalled (sq_sig_all).
+	SignalAll bool
+}
+
+// QPAttr are a QP's modifiable attributes (ibv_qp_attr).
+type QPAttr struct {
+	State    State
+	CurState State
+	// Access is the remote access the QP allows its peer (qp_access_flags):
+	// a region's rights are effective only when the QP grants them too.
+	Access    Access
+	PKeyIndex uint16
+	Port      uint8
+	AV        AddressVector
+	PathMTU   MTU
+	// Timeout is the local ACK timeout exponent: 4.096 µs × 2^Timeout
+	// (0 = infinite).
+	Timeout uint8
+	// RetryCnt is how often a request is resent before RETRY_EXC_ERR.
+	RetryCnt uint8
+	// RNRRetry is how often a SEND is retried after RNR; 7 = infinite.
+	RNRRetry uint8
+	RQPSN    uint32
+	SQPSN    uint32
+	// MaxRdAtomic is the ORD: READ/atomic requests this QP may have
+	// outstanding. MaxDestRdAtomic is the IRD: how many it serves at once.
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	// MinRNRTimer is the RNR timer code (IBA table) this QP asks a sender
+	// to wait after RNR.
+	MinRNRTimer uint8
+	DestQPN     uint32
+	Cap         QPCap
+	// SQDraining reports, in Query, that a QP in SQD still has sends in
+	// flight.
+	SQDraining bool
+	// EnSQDAsyncNotify asks for an event when SQD has drained.
+	EnSQDAsyncNotify bool
+}
+
+// rnrTimerMicros is the IBA table of RNR NAK timer codes (IBA 1.4 table 45),
+// in microseconds: code 0 is the longest wait, 655.36 ms.
+var rnrTimerMicros = [32]uint32{
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+	2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+	163840, 245760, 327680, 491520,
+}
+
+// RNRTimer returns how long a sender waits after an RNR NAK that carries the
+// timer code (QPAttr.MinRNRTimer), as the IBA table defines it.
+func RNRTimer(code uint8) time.Duration {
+	return time.Duration(rnrTimerMicros[code&31]) * time.Microsecond
+}
+
+// AckTimeout returns the local ACK timeout for a QP's Timeout exponent:
+// 4.096 µs × 2^exp (IBA 1.4 §9.7.6.1.3); zero means wait forever.
+func AckTimeout(exp uint8) time.Duration {
+	if exp == 0 {
+		return 0
+	}
+	return time.Duration(4096<<min(exp, 31)) * time.Nanosecond
+}
