@@ -1,0 +1,201 @@
+// Package soft is the software RDMA device that every pure-Go transport
+// plugs a link into.
+//
+// It owns what RDMA hardware owns on an adapter: the key table (lkeys,
+// rkeys, QP numbers and initial PSNs from crypto/rand, retired keys not
+// reused soon), every access check (key, bounds with overflow, region
+// rights, QP access flags, protection domain, atomic alignment), the QP
+// state machine, the send and receive queues, fence and ORD, completion
+// generation in posting order, and flushing on error.
+//
+// A Link moves work between QPs: loopback within a process, iWARP over
+// TCP, RoCEv2 over UDP, shared memory between processes. The Link and
+// Endpoint interfaces (link.go) state the contract between this package and
+// a link: which goroutine calls what, who owns each work queue element, and
+// which checks the link must ask this package to make.
+//
+// Lock order: QP.mu, then CQ.mu or keyTable.mu; never two QPs' locks at
+// once. Endpoint methods are called with no lock held.
+package soft
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"goverbs/provider"
+)
+
+// Config sets a device's name and limits. Zero fields take defaults.
+type Config struct {
+	Name string
+	Caps provider.Caps
+}
+
+// defaultCaps are the limits of a soft device before its link adjusts them.
+func defaultCaps() provider.Caps {
+	return provider.Caps{
+		DataPath:        provider.DataPathSoftware,
+		MaxMRSize:       1 << 40,
+		MaxMR:           1 << 20,
+		MaxPD:           1 << 16,
+		MaxMW:           1 << 16,
+		MaxQP:           1 << 14,
+		MaxQPWR:         1 << 14,
+		MaxSGE:          32,
+		MaxInlineData:   1024,
+		MaxCQ:           1 << 14,
+		MaxCQE:          1 << 22,
+		MaxQPRdAtom:     128,
+		MaxQPInitRdAtom: 128,
+		MaxMsgSize:      1 << 31,
+		Opcodes:         provider.AllOpcodes,
+		AtomicScope:     provider.AtomicDevice,
+		PathMTU:         4096,
+	}
+}
+
+// Device is a soft RDMA device. It implements provider.Device.
+type Device struct {
+	link Link
+	caps provider.Caps
+	keys *keyTable
+
+	nPD, nMR, nMW, nQP, nCQ atomic.Int64
+
+	mu     sync.Mutex // guards qps, cqs, closed
+	qps    map[uint32]*QP
+	cqs    map[*CQ]struct{}
+	closed bool
+
+	events    chan provider.AsyncEvent
+	evMu      sync.Mutex // guards sending on and closing events
+	evClosed  bool
+	evDropped atomic.Int64
+}
+
+// NewDevice opens a soft device that moves its work over link.
+func NewDevice(link Link, cfg Config) *Device {
+	caps := defaultCaps()
+	mergeCaps(&caps, cfg.Caps)
+	caps.Name = cfg.Name
+	link.AdjustCaps(&caps)
+	return &Device{
+		link:   link,
+		caps:   caps,
+		keys:   newKeyTable(),
+		qps:    make(map[uint32]*QP),
+		cqs:    make(map[*CQ]struct{}),
+		events: make(chan provider.AsyncEvent, 256),
+	}
+}
+
+// mergeCaps overrides the limits in c that o sets.
+func mergeCaps(c *provider.Caps, o provider.Caps) {
+	set32 := func(dst *uint32, v uint32) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set32(&c.MaxMR, o.MaxMR)
+	set32(&c.MaxPD, o.MaxPD)
+	set32(&c.MaxMW, o.MaxMW)
+	set32(&c.MaxQP, o.MaxQP)
+	set32(&c.MaxQPWR, o.MaxQPWR)
+	set32(&c.MaxSGE, o.MaxSGE)
+	set32(&c.MaxInlineData, o.MaxInlineData)
+	set32(&c.MaxCQ, o.MaxCQ)
+	set32(&c.MaxCQE, o.MaxCQE)
+	if o.MaxMRSize != 0 {
+		c.MaxMRSize = o.MaxMRSize
+	}
+	if o.MaxMsgSize != 0 {
+		c.MaxMsgSize = o.MaxMsgSize
+	}
+}
+
+func (d *Device) Caps() provider.Caps { return d.caps }
+
+// Link returns the device's link.
+func (d *Device) Link() Link { return d.link }
+
+// count reserves one object against a device limit.
+func (d *Device) count(n *atomic.Int64, limit uint32, what string) error {
+	if n.Add(1) > int64(limit) {
+		n.Add(-1)
+		return fmt.Errorf("%w: %s (at most %d)", provider.ErrLimit, what, limit)
+	}
+	return nil
+}
+
+// event delivers an asynchronous event without blocking; when the channel
+// is full the event is counted as dropped and the next one says so.
+func (d *Device) event(ev provider.AsyncEvent) {
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	if d.evClosed {
+		return
+	}
+	if n := d.evDropped.Load(); n > 0 && ev.Err == nil {
+		ev.Err = fmt.Errorf("goverbs: %d earlier asynchronous events were dropped", n)
+	}
+	select {
+	case d.events <- ev:
+		d.evDropped.Store(0)
+	default:
+		d.evDropped.Add(1)
+	}
+}
+
+func (d *Device) Events() <-chan provider.AsyncEvent { return d.events }
+
+// PD is a protection domain of a soft device.
+type PD struct {
+	dev *Device
+}
+
+func (d *Device) AllocPD() (provider.PD, error) {
+	if err := d.count(&d.nPD, d.caps.MaxPD, "protection domains"); err != nil {
+		return nil, err
+	}
+	return &PD{dev: d}, nil
+}
+
+// Close deallocates the PD; the verbs layer has checked it is unused.
+func (p *PD) Close() error {
+	p.dev.nPD.Add(-1)
+	return nil
+}
+
+// QPByNumber returns the device's QP with number qpn.
+func (d *Device) QPByNumber(qpn uint32) (*QP, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	qp, ok := d.qps[qpn]
+	return qp, ok
+}
+
+// Close destroys every QP (flushing its work), closes the link and the
+// event channel.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return provider.ErrClosed
+	}
+	d.closed = true
+	qps := make([]*QP, 0, len(d.qps))
+	for _, qp := range d.qps {
+		qps = append(qps, qp)
+	}
+	d.mu.Unlock()
+	for _, qp := range qps {
+		qp.Close()
+	}
+	err := d.link.Close()
+	d.evMu.Lock()
+	d.evClosed = true
+	close(d.events)
+	d.evMu.Unlock()
+	return err
+}

@@ -1,0 +1,80 @@
+package soft
+
+import (
+	"context"
+
+	"goverbs/provider"
+)
+
+// Link is a transport for a soft device: it carries the device's work to
+// peer QPs and brings theirs in.
+//
+// The contract, in short:
+//   - Requester: after Endpoint.SendReady the link takes send WQEs with
+//     QP.NextSend, in order, and finishes each with exactly one
+//     QP.CompleteSend. NextSend has already applied fence, ORD and local
+//     operations; it returns nil when nothing may start now, and the device
+//     calls SendReady again when that changes.
+//   - Responder: for each incoming request the link asks QP.Access or
+//     QP.AtomicAccess for the target memory (all checks are made there),
+//     copies, and releases the Target. For an incoming SEND or WRITE with
+//     immediate it takes a receive with QP.NextRecv and finishes it with
+//     QP.CompleteRecv.
+//   - Errors: a WQE that fails completes with its status and moves the QP
+//     to ERR; a responder error is reported with QP.Fail. After
+//     Endpoint.Errored the link completes every WQE it has taken (with
+//     WR_FLUSH_ERR unless it knows better) and takes no more.
+//   - After Endpoint.Detach returns, the link no longer touches the QP, its
+//     WQEs or any memory they name.
+type Link interface {
+	// AdjustCaps sets the link's name, transport and limits in the
+	// device's capabilities.
+	AdjustCaps(c *provider.Caps)
+	// Connect attaches qp to a peer named by attr (AV and DestQPN) for a
+	// Modify from INIT to RTR. Links that connect only through their
+	// connection manager return an error wrapping ErrNotSupported.
+	Connect(qp *QP, attr *provider.QPAttr) (Endpoint, error)
+	// Listen and Dial are the connection manager (see provider.Device).
+	// On success they have attached an Endpoint with QP.Establish.
+	Listen(d *Device, addr string) (provider.Listener, error)
+	Dial(ctx context.Context, d *Device, addr string, qp *QP, param provider.ConnParam) (provider.ConnInfo, error)
+	// Close ends every connection of the link.
+	Close() error
+}
+
+// Endpoint is a link's side of one connected QP. The device calls its
+// methods without holding any lock, from any goroutine; they must not block
+// for long.
+type Endpoint interface {
+	// SendReady says the QP has send WQEs the link may start.
+	SendReady()
+	// RecvReady says receive WQEs were posted.
+	RecvReady()
+	// Errored says the QP entered ERR. The link completes every WQE it
+	// took, takes no more, and tells its peer where its wire can.
+	Errored()
+	// Disconnect tells the peer the connection ends (the QP is about to
+	// enter ERR).
+	Disconnect()
+	// Detach says the QP is being reset or destroyed. On return the link
+	// no longer touches the QP or its WQEs.
+	Detach()
+}
+
+// EstablishAttr are the attributes a connection manager negotiated for a QP.
+type EstablishAttr struct {
+	DestQPN    uint32
+	AV         provider.AddressVector
+	RQPSN      uint32
+	SQPSN      uint32
+	PathMTU    provider.MTU
+	IRD, ORD   uint8
+	RetryCnt   uint8
+	RNRRetry   uint8
+	Timeout    uint8
+	MinRNRTime uint8
+	// Access are the remote rights the QP grants. If zero, a QP being
+	// moved from RESET gets remote read, write and atomic (librdmacm's
+	// default); a QP already in INIT keeps its own.
+	Access provider.Access
+}

@@ -1,0 +1,148 @@
+package soft
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"goverbs/provider"
+)
+
+// MR is a registered memory region of a soft device.
+//
+// Lifetime: buf stays reachable until Deregister returns (Go's collector
+// does not move heap objects, so its address is stable while reachable; a
+// provider that hands addresses to C pins them itself). Posted
+// work requests hold a reference from PostSend/PostRecv to their completion,
+// and Deregister fails with ErrBusy while any do; a remote access holds one
+// for the duration of one copy, and Deregister waits for those after it has
+// revoked the keys, so no byte of the region changes after it returns.
+type MR struct {
+	pd     *PD
+	buf    []byte
+	addr   uint64
+	access provider.Access
+	mem    provider.Memory
+
+	// Guarded by dev.keys.mu.
+	lkey, rkey uint32
+	dead       bool
+
+	localRefs  atomic.Int64 // posted WQEs referencing the region
+	remoteRefs atomic.Int64 // remote accesses under way
+	windows    atomic.Int32 // memory windows bound into the region
+}
+
+func (m *MR) LKey() uint32 {
+	m.pd.dev.keys.mu.RLock()
+	defer m.pd.dev.keys.mu.RUnlock()
+	return m.lkey
+}
+
+func (m *MR) RKey() uint32 {
+	m.pd.dev.keys.mu.RLock()
+	defer m.pd.dev.keys.mu.RUnlock()
+	return m.rkey
+}
+
+func (m *MR) Addr() uint64            { return m.addr }
+func (m *MR) Len() int                { return len(m.buf) }
+func (m *MR) Access() provider.Access { return m.access }
+
+// bufAddr is the virtual address of b's first byte, the address SGEs and
+// peers use.
+func bufAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// checkRegistration applies the registration rules of SEMANTICS 3.
+func (d *Device) checkRegistration(buf []byte, access provider.Access, mem provider.Memory) error {
+	switch {
+	case !access.Valid():
+		return fmt.Errorf("%w: unknown access flags %#x", provider.ErrInvalidArgument, uint32(access))
+	case len(buf) == 0:
+		return fmt.Errorf("%w: a memory region cannot be empty", provider.ErrInvalidArgument)
+	case uint64(len(buf)) > d.caps.MaxMRSize:
+		return fmt.Errorf("%w: region of %d bytes exceeds max_mr_size %d", provider.ErrLimit, len(buf), d.caps.MaxMRSize)
+	case access&(provider.AccessRemoteWrite|provider.AccessRemoteAtomic) != 0 && !access.Has(provider.AccessLocalWrite):
+		return fmt.Errorf("%w: remote-write and remote-atomic require local-write", provider.ErrInvalidArgument)
+	case access.Has(provider.AccessFlushPersistent) && (mem == nil || !mem.Persistent()):
+		return fmt.Errorf("%w: flush-persistent needs a persistent (file-backed) region", provider.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (p *PD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory) (provider.MR, error) {
+	d := p.dev
+	if err := d.checkRegistration(buf, access, mem); err != nil {
+		return nil, err
+	}
+	if err := d.count(&d.nMR, d.caps.MaxMR, "memory regions"); err != nil {
+		return nil, err
+	}
+	if mem != nil {
+		if err := mem.Acquire(); err != nil {
+			d.nMR.Add(-1)
+			return nil, err
+		}
+	}
+	m := &MR{pd: p, buf: buf, addr: bufAddr(buf), access: access, mem: mem}
+	d.keys.mu.Lock()
+	m.lkey = d.keys.rekeyLocked(0, keyRef{mr: m, local: true})
+	m.rkey = d.keys.rekeyLocked(0, keyRef{mr: m})
+	d.keys.mu.Unlock()
+	return m, nil
+}
+
+// Deregister revokes the keys, waits for remote accesses under way, and
+// releases the buffer.
+func (m *MR) Deregister() error {
+	d := m.pd.dev
+	d.keys.mu.Lock()
+	switch {
+	case m.dead:
+		d.keys.mu.Unlock()
+		return provider.ErrClosed
+	case m.localRefs.Load() > 0:
+		d.keys.mu.Unlock()
+		return fmt.Errorf("%w: posted work requests still reference the region", provider.ErrBusy)
+	case m.windows.Load() > 0:
+		d.keys.mu.Unlock()
+		return fmt.Errorf("%w: memory windows are still bound to the region", provider.ErrBusy)
+	}
+	m.dead = true
+	d.keys.removeLocked(m.lkey)
+	d.keys.removeLocked(m.rkey)
+	d.keys.mu.Unlock()
+	waitZero(&m.remoteRefs)
+	if m.mem != nil {
+		m.mem.Release()
+	}
+	d.nMR.Add(-1)
+	return nil
+}
+
+// waitZero waits for a counter of short, bounded operations to drain.
+func waitZero(n *atomic.Int64) {
+	for i := 0; n.Load() > 0; i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+}
+
+// span returns the region bytes [addr, addr+n) if they lie inside
+// [base, base+len(buf)); the checks cannot overflow.
+func span(buf []byte, base, addr, n uint64) ([]byte, bool) {
+	if addr < base {
+		return nil, false
+	}
+	off := addr - base
+	size := uint64(len(buf))
+	if off > size || n > size-off {
+		return nil, false
+	}
+	return buf[off : off+n], true
+}

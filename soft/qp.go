@@ -1,0 +1,259 @@
+package soft
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"goverbs/provider"
+)
+
+// QP is a reliable-connected queue pair of a soft device.
+//
+// mu guards the state, the attributes, both work queues and ep. The
+// responder reads remoteAccess without the lock.
+type QP struct {
+	dev            *Device
+	pd             *PD
+	qpn            uint32
+	sendCQ, recvCQ *CQ
+	cap            provider.QPCap
+	sigAll         bool
+
+	remoteAccess atomic.Uint32 // attr.Access, for the responder
+	stateMirror  atomic.Uint32 // state, for lock-free readers
+
+	mu     sync.Mutex
+	state  provider.State
+	attr   provider.QPAttr
+	sq     sendQueue
+	rq     recvQueue
+	ep     Endpoint
+	closed bool
+}
+
+func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
+	d := p.dev
+	scq, ok1 := init.SendCQ.(*CQ)
+	rcq, ok2 := init.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq.dev != d || rcq.dev != d {
+		return nil, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
+	}
+	c := init.Cap
+	switch {
+	case c.MaxSendWR < 1 || c.MaxSendWR > d.caps.MaxQPWR || c.MaxRecvWR > d.caps.MaxQPWR:
+		return nil, fmt.Errorf("%w: queue sizes send %d recv %d (1 to %d)", provider.ErrInvalidArgument, c.MaxSendWR, c.MaxRecvWR, d.caps.MaxQPWR)
+	case c.MaxSendSGE > d.caps.MaxSGE || c.MaxRecvSGE > d.caps.MaxSGE:
+		return nil, fmt.Errorf("%w: SGE limits send %d recv %d (at most %d)", provider.ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, d.caps.MaxSGE)
+	case c.MaxInlineData > d.caps.MaxInlineData:
+		return nil, fmt.Errorf("%w: inline data %d (at most %d)", provider.ErrInvalidArgument, c.MaxInlineData, d.caps.MaxInlineData)
+	}
+	if err := d.count(&d.nQP, d.caps.MaxQP, "queue pairs"); err != nil {
+		return nil, err
+	}
+	qp := &QP{dev: d, pd: p, sendCQ: scq, recvCQ: rcq, cap: c, sigAll: init.SignalAll}
+	qp.sq.init(c)
+	qp.rq.init(c)
+	qp.resetAttrLocked()
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		d.nQP.Add(-1)
+		return nil, provider.ErrClosed
+	}
+	qp.qpn = newQPN(func(n uint32) bool { _, used := d.qps[n]; return used })
+	d.qps[qp.qpn] = qp
+	d.mu.Unlock()
+	scq.attach(qp)
+	rcq.attach(qp)
+	return qp, nil
+}
+
+// resetAttrLocked gives the QP the attributes of a fresh QP in RESET.
+// Precondition: qp.mu is held (or the QP is not yet shared).
+func (qp *QP) resetAttrLocked() {
+	qp.attr = provider.QPAttr{
+		PathMTU: qp.dev.caps.PathMTU,
+		Port:    1,
+		Cap:     qp.cap,
+	}
+	qp.setStateLocked(provider.StateReset)
+	qp.remoteAccess.Store(0)
+}
+
+// setStateLocked moves the QP to s.
+// Precondition: qp.mu is held.
+func (qp *QP) setStateLocked(s provider.State) {
+	qp.state, qp.attr.State = s, s
+	qp.stateMirror.Store(uint32(s))
+}
+
+// CanReceive reports, without locking, whether the QP is in a state that
+// accepts incoming requests (RTR, RTS, SQD or SQE). A peer's requests to a
+// QP that cannot receive go unanswered.
+func (qp *QP) CanReceive() bool {
+	switch provider.State(qp.stateMirror.Load()) {
+	case provider.StateRTR, provider.StateRTS, provider.StateSQD, provider.StateSQE:
+		return true
+	}
+	return false
+}
+
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// PD returns the QP's protection domain.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// Device returns the QP's device.
+func (qp *QP) Device() *Device { return qp.dev }
+
+// State returns the QP's current state.
+func (qp *QP) State() provider.State {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Attr returns a copy of the QP's attributes.
+func (qp *QP) Attr() provider.QPAttr {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.attr
+}
+
+func (qp *QP) Query() (provider.QPAttr, error) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.closed {
+		return provider.QPAttr{}, provider.ErrClosed
+	}
+	a := qp.attr
+	a.State, a.CurState = qp.state, qp.state
+	a.SQDraining = qp.state == provider.StateSQD && qp.sq.next != qp.sq.tail
+	return a, nil
+}
+
+// Modify applies a state transition and attributes (SEMANTICS 5).
+func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
+	qp.mu.Lock()
+	if qp.closed {
+		qp.mu.Unlock()
+		return provider.ErrClosed
+	}
+	cur := qp.state
+	next, err := provider.CheckTransition(cur, attr, mask)
+	if err == nil {
+		err = qp.checkAttrLocked(attr, mask)
+	}
+	if err != nil {
+		qp.mu.Unlock()
+		return err
+	}
+	var ep Endpoint
+	if cur == provider.StateInit && next == provider.StateRTR && qp.ep == nil {
+		// The link may look up other QPs: call it without our lock,
+		// then make sure nobody moved the QP meanwhile.
+		qp.mu.Unlock()
+		if ep, err = qp.dev.link.Connect(qp, attr); err != nil {
+			return err
+		}
+		qp.mu.Lock()
+		if qp.state != cur || qp.closed {
+			qp.mu.Unlock()
+			ep.Detach()
+			return fmt.Errorf("%w: QP changed state during Modify", provider.ErrInvalidState)
+		}
+		qp.ep = ep
+	}
+	switch next {
+	case provider.StateErr:
+		qp.mu.Unlock()
+		qp.Fail(0, nil)
+		return nil
+	case provider.StateReset:
+		qp.mu.Unlock()
+		qp.reset()
+		return nil
+	}
+	qp.applyAttrLocked(attr, mask)
+	qp.setStateLocked(next)
+	ep = qp.ep
+	qp.mu.Unlock()
+	if ep != nil && next == provider.StateRTS {
+		ep.SendReady() // RTS from SQD resumes the queue
+	}
+	return nil
+}
+
+// checkAttrLocked validates attribute values against the device.
+func (qp *QP) checkAttrLocked(a *provider.QPAttr, mask provider.AttrMask) error {
+	c := &qp.dev.caps
+	switch {
+	case mask&provider.AttrAccessFlags != 0 && a.Access&^(provider.AccessRemote|provider.AccessLocalWrite|provider.AccessMWBind) != 0:
+		return fmt.Errorf("%w: QP access flags %v", provider.ErrInvalidArgument, a.Access)
+	case mask&provider.AttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > c.PathMTU):
+		return fmt.Errorf("%w: path MTU %d (256 to %d)", provider.ErrInvalidArgument, a.PathMTU, c.PathMTU)
+	case mask&provider.AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > c.MaxQPRdAtom:
+		return fmt.Errorf("%w: max_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxRdAtomic, c.MaxQPRdAtom)
+	case mask&provider.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > c.MaxQPInitRdAtom:
+		return fmt.Errorf("%w: max_dest_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxDestRdAtomic, c.MaxQPInitRdAtom)
+	case mask&provider.AttrRetryCnt != 0 && a.RetryCnt > 7, mask&provider.AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: retry counts are 0 to 7", provider.ErrInvalidArgument)
+	case mask&provider.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min_rnr_timer is 0 to 31", provider.ErrInvalidArgument)
+	case mask&(provider.AttrRQPSN|provider.AttrSQPSN|provider.AttrDestQPN) != 0 &&
+		(a.RQPSN > 0xFFFFFF || a.SQPSN > 0xFFFFFF || a.DestQPN > 0xFFFFFF):
+		return fmt.Errorf("%w: PSNs and QP numbers are 24-bit", provider.ErrInvalidArgument)
+	case mask&provider.AttrPort != 0 && a.Port != 1:
+		return fmt.Errorf("%w: port %d (the device has port 1)", provider.ErrInvalidArgument, a.Port)
+	case mask&provider.AttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return fmt.Errorf("%w: P_Key index %d (the device has index 0)", provider.ErrInvalidArgument, a.PKeyIndex)
+	}
+	return nil
+}
+
+// applyAttrLocked copies the attributes named by mask.
+// Precondition: qp.mu is held.
+func (qp *QP) applyAttrLocked(a *provider.QPAttr, mask provider.AttrMask) {
+	t := &qp.attr
+	if mask&provider.AttrAccessFlags != 0 {
+		t.Access = a.Access
+		qp.remoteAccess.Store(uint32(a.Access))
+	}
+	if mask&provider.AttrAV != 0 {
+		t.AV = a.AV
+	}
+	if mask&provider.AttrPathMTU != 0 {
+		t.PathMTU = a.PathMTU
+	}
+	if mask&provider.AttrTimeout != 0 {
+		t.Timeout = a.Timeout
+	}
+	if mask&provider.AttrRetryCnt != 0 {
+		t.RetryCnt = a.RetryCnt
+	}
+	if mask&provider.AttrRNRRetry != 0 {
+		t.RNRRetry = a.RNRRetry
+	}
+	if mask&provider.AttrRQPSN != 0 {
+		t.RQPSN = a.RQPSN
+	}
+	if mask&provider.AttrSQPSN != 0 {
+		t.SQPSN = a.SQPSN
+	}
+	if mask&provider.AttrMaxQPRdAtomic != 0 {
+		t.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if mask&provider.AttrMaxDestRdAtomic != 0 {
+		t.MaxDestRdAtomic = a.MaxDestRdAtomic
+	}
+	if mask&provider.AttrMinRNRTimer != 0 {
+		t.MinRNRTimer = a.MinRNRTimer
+	}
+	if mask&provider.AttrDestQPN != 0 {
+		t.DestQPN = a.DestQPN
+	}
+	if mask&provider.AttrEnSQDAsyncNotify != 0 {
+		t.EnSQDAsyncNotify = a.EnSQDAsyncNotify
+	}
+}

@@ -1,0 +1,131 @@
+package soft
+
+import (
+	"fmt"
+
+	"goverbs/provider"
+)
+
+// Establish moves a QP in RESET or INIT to RTS with the attributes a
+// connection manager negotiated, and attaches ep. It is how Listen/Dial
+// finish a connection.
+func (qp *QP) Establish(ep Endpoint, a EstablishAttr) error {
+	qp.mu.Lock()
+	if qp.closed || (qp.state != provider.StateReset && qp.state != provider.StateInit) || qp.ep != nil {
+		st := qp.state
+		qp.mu.Unlock()
+		return fmt.Errorf("%w: a QP must be in RESET or INIT to connect, not %v", provider.ErrInvalidState, st)
+	}
+	t := &qp.attr
+	access := a.Access
+	if access == 0 {
+		access = t.Access
+		if qp.state == provider.StateReset {
+			access = provider.AccessRemoteRead | provider.AccessRemoteWrite | provider.AccessRemoteAtomic
+		}
+	}
+	t.Access = access
+	qp.remoteAccess.Store(uint32(access))
+	t.DestQPN, t.AV, t.RQPSN, t.SQPSN = a.DestQPN, a.AV, a.RQPSN&0xFFFFFF, a.SQPSN&0xFFFFFF
+	if a.PathMTU.Valid() {
+		t.PathMTU = a.PathMTU
+	}
+	t.MaxDestRdAtomic, t.MaxRdAtomic = a.IRD, a.ORD
+	t.RetryCnt, t.RNRRetry, t.Timeout, t.MinRNRTimer = a.RetryCnt, a.RNRRetry, a.Timeout, a.MinRNRTime
+	qp.ep = ep
+	qp.setStateLocked(provider.StateRTS)
+	qp.mu.Unlock()
+	return nil
+}
+
+// Fail moves the QP to ERR because of an error found outside a send WQE: a
+// responder-side violation, a transport failure, a dead peer, a CQ overrun.
+// Every outstanding WR is flushed in posting order. ev, if not zero, is
+// raised as an asynchronous event carrying err.
+func (qp *QP) Fail(ev provider.EventType, err error) {
+	qp.mu.Lock()
+	if qp.state == provider.StateErr || qp.state == provider.StateReset {
+		qp.mu.Unlock()
+		return
+	}
+	qp.enterErrLocked()
+	ep := qp.ep
+	qp.mu.Unlock()
+	if ep != nil {
+		ep.Errored()
+	}
+	if ev != 0 {
+		qp.dev.event(provider.AsyncEvent{Type: ev, QPN: qp.qpn, Err: err})
+	}
+}
+
+// enterErrLocked moves the QP to ERR: every WQE the link has not taken is
+// flushed; the link completes those it took after Errored.
+// Precondition: qp.mu is held.
+func (qp *QP) enterErrLocked() {
+	qp.setStateLocked(provider.StateErr)
+	qp.sq.flushLocked()
+	qp.rq.flushLocked()
+	qp.retireSendLocked()
+	qp.retireRecvLocked()
+}
+
+// reset returns the QP to RESET: the link lets go, every WQE is discarded
+// without a completion (IBA: "any state to RESET" removes all WQEs).
+func (qp *QP) reset() {
+	qp.mu.Lock()
+	ep := qp.ep
+	qp.ep = nil
+	qp.mu.Unlock()
+	if ep != nil {
+		ep.Detach()
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	qp.sq.discardLocked()
+	qp.rq.discardLocked()
+	qp.resetAttrLocked()
+}
+
+// Disconnect tells the peer the connection ends and moves the QP to ERR.
+func (qp *QP) Disconnect() error {
+	qp.mu.Lock()
+	if qp.closed {
+		qp.mu.Unlock()
+		return provider.ErrClosed
+	}
+	ep := qp.ep
+	qp.mu.Unlock()
+	if ep == nil {
+		return fmt.Errorf("%w: QP is not connected", provider.ErrInvalidState)
+	}
+	ep.Disconnect()
+	qp.Fail(0, nil)
+	return nil
+}
+
+// Close destroys the QP: the peer is told, outstanding work is flushed into
+// the CQs, the link lets go.
+func (qp *QP) Close() error {
+	qp.mu.Lock()
+	if qp.closed {
+		qp.mu.Unlock()
+		return provider.ErrClosed
+	}
+	qp.closed = true
+	ep := qp.ep
+	qp.mu.Unlock()
+	if ep != nil {
+		ep.Disconnect()
+	}
+	qp.Fail(0, nil)
+	qp.reset()
+	qp.sendCQ.detach(qp)
+	qp.recvCQ.detach(qp)
+	d := qp.dev
+	d.mu.Lock()
+	delete(d.qps, qp.qpn)
+	d.mu.Unlock()
+	d.nQP.Add(-1)
+	return nil
+}

@@ -1,0 +1,155 @@
+package soft
+
+import (
+	"goverbs/provider"
+)
+
+// NextSend hands the link the next send WQE it may start, or nil when there
+// is none now: the queue is empty, the QP is not in RTS, a fenced WQE waits
+// for earlier READs and atomics, or the ORD is reached. Local operations
+// (LOCAL_INV, BIND_MW) and WQEs that failed at post time are finished here
+// and never reach the link. The device calls Endpoint.SendReady when a
+// blocked queue may move again.
+func (qp *QP) NextSend() *SendWQE {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	q := &qp.sq
+	for qp.state == provider.StateRTS && q.next != q.head {
+		w := q.slot(q.next)
+		rr := w.WR.Opcode.UsesResponderResources()
+		switch {
+		case w.preset != provider.StatusSuccess:
+			qp.finishLocalLocked(w, w.preset)
+			continue
+		case w.WR.Flags&provider.SendFence != 0 && q.rdOutstanding > 0:
+			return nil
+		case rr && q.rdOutstanding >= int(qp.attr.MaxRdAtomic):
+			if qp.attr.MaxRdAtomic == 0 {
+				// Without an ORD a READ or atomic can never start.
+				qp.finishLocalLocked(w, provider.StatusLocQPOpErr)
+				continue
+			}
+			return nil
+		}
+		switch w.WR.Opcode {
+		case provider.OpLocalInv:
+			qp.finishLocalLocked(w, statusIf(qp.Invalidate(w.WR.InvalidateRKey), provider.StatusLocQPOpErr))
+			continue
+		case provider.OpBindMW:
+			qp.finishLocalLocked(w, statusIf(qp.bindWR(w.WR.Bind), provider.StatusMWBindErr))
+			continue
+		}
+		w.state, w.holdsRR = wqeStarted, rr
+		q.next++
+		if rr {
+			q.rdOutstanding++
+		}
+		return w
+	}
+	return nil
+}
+
+func statusIf(ok bool, fail provider.Status) provider.Status {
+	if ok {
+		return provider.StatusSuccess
+	}
+	return fail
+}
+
+// finishLocalLocked completes a WQE the device handled itself.
+// Precondition: qp.mu is held and w is the next WQE to start.
+func (qp *QP) finishLocalLocked(w *SendWQE, st provider.Status) {
+	w.state = wqeStarted
+	qp.sq.next++
+	qp.completeSendLocked(w, st, 0)
+}
+
+// CompleteSend finishes a WQE the link took with NextSend. A failing status
+// moves the QP to ERR. Completions are delivered in posting order, so this
+// one may wait for earlier WQEs still in the link's hands.
+func (qp *QP) CompleteSend(w *SendWQE, st provider.Status, vendorErr uint32) {
+	qp.mu.Lock()
+	if w.state != wqeStarted {
+		qp.mu.Unlock()
+		return // already flushed by a reset
+	}
+	wasErr := qp.state == provider.StateErr
+	unblocked := w.holdsRR
+	qp.completeSendLocked(w, st, vendorErr)
+	failed := !wasErr && qp.state == provider.StateErr
+	ep := qp.ep
+	qp.mu.Unlock()
+	if ep == nil {
+		return
+	}
+	if failed {
+		ep.Errored()
+		return
+	}
+	if unblocked {
+		ep.SendReady()
+	}
+}
+
+// completeSendLocked marks w done and retires what can be retired.
+// Precondition: qp.mu is held.
+func (qp *QP) completeSendLocked(w *SendWQE, st provider.Status, vendorErr uint32) {
+	w.state, w.status, w.vendor = wqeDone, st, vendorErr
+	if w.holdsRR {
+		w.holdsRR = false
+		qp.sq.rdOutstanding--
+	}
+	if st != provider.StatusSuccess && qp.state != provider.StateErr {
+		qp.enterErrLocked()
+		return
+	}
+	qp.retireSendLocked()
+}
+
+// retireSendLocked delivers the completions of the oldest done WQEs, in
+// order, and frees their slots.
+// Precondition: qp.mu is held.
+func (qp *QP) retireSendLocked() {
+	q := &qp.sq
+	for q.tail != q.next {
+		w := q.slot(q.tail)
+		if w.state != wqeDone {
+			return
+		}
+		w.releaseRefs()
+		if w.signaled || w.status != provider.StatusSuccess {
+			wc := provider.WorkCompletion{
+				WRID:      w.WR.ID,
+				Status:    w.status,
+				Opcode:    w.WR.Opcode.CompletionOpcode(),
+				QPN:       qp.qpn,
+				VendorErr: w.vendor,
+			}
+			if w.status == provider.StatusSuccess {
+				wc.ByteLen = uint32(w.Len)
+			}
+			qp.sendCQ.push(&wc)
+		}
+		q.tail++
+	}
+}
+
+// flushLocked finishes every WQE the link has not taken with WR_FLUSH_ERR.
+// Precondition: qp.mu is held.
+func (q *sendQueue) flushLocked() {
+	for ; q.next != q.head; q.next++ {
+		w := q.slot(q.next)
+		w.state, w.status = wqeDone, provider.StatusWRFlushErr
+	}
+}
+
+// discardLocked drops every WQE without a completion (a QP reset).
+// Precondition: qp.mu is held and the link has let go.
+func (q *sendQueue) discardLocked() {
+	for ; q.tail != q.head; q.tail++ {
+		w := q.slot(q.tail)
+		w.releaseRefs()
+		w.state, w.holdsRR = wqeDone, false
+	}
+	q.next, q.rdOutstanding = q.head, 0
+}
