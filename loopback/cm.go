@@ -1,0 +1,223 @@
+package loopback
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// DefaultTimeout bounds a Dial whose context has no deadline.
+const DefaultTimeout = 10 * time.Second
+
+// listener accepts loopback connection requests addressed to its name.
+type listener struct {
+	net  *Network
+	dev  *soft.Device
+	addr string
+	reqs chan *connReq
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("%w: a loopback listener needs a name", provider.ErrInvalidArgument)
+	}
+	n := l.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, taken := n.listeners[addr]; taken {
+		return nil, fmt.Errorf("%w: loopback address %q is in use", provider.ErrBusy, addr)
+	}
+	ln := &listener{net: n, dev: d, addr: addr, reqs: make(chan *connReq), done: make(chan struct{})}
+	n.listeners[addr] = ln
+	return ln, nil
+}
+
+func (ln *listener) Addr() string { return ln.addr }
+
+func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
+	select {
+	case r := <-ln.reqs:
+		return r, nil
+	case <-ln.done:
+		return nil, provider.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (ln *listener) Close() error {
+	err := error(provider.ErrClosed)
+	ln.once.Do(func() {
+		err = nil
+		close(ln.done)
+		ln.net.mu.Lock()
+		if ln.net.listeners[ln.addr] == ln {
+			delete(ln.net.listeners, ln.addr)
+		}
+		ln.net.mu.Unlock()
+	})
+	return err
+}
+
+// Request answers: a request is pending until exactly one of Accept, Reject
+// or the dialer's give-up claims it.
+const (
+	reqPending int32 = iota
+	reqClaimed
+)
+
+// connReq is a connection request in flight from a dialer to a listener.
+type connReq struct {
+	ln    *listener
+	from  *soft.QP
+	param provider.ConnParam
+	state atomic.Int32
+	reply chan connReply // buffered: the answer never blocks
+}
+
+type connReply struct {
+	err   error
+	peer  *soft.QP
+	attr  soft.EstablishAttr
+	pdata []byte
+}
+
+func (r *connReq) PrivateData() []byte       { return r.param.PrivateData }
+func (r *connReq) Param() provider.ConnParam { return r.param }
+
+func (r *connReq) Reject(privateData []byte) error {
+	if err := checkPrivateData(privateData); err != nil {
+		return err
+	}
+	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
+		return fmt.Errorf("%w: the request was already answered or abandoned", provider.ErrInvalidState)
+	}
+	r.reply <- connReply{err: &provider.RejectError{PrivateData: clone(privateData)}}
+	return nil
+}
+
+// Accept connects qp to the dialer's QP. Both move to RTS with the IRD and
+// ORD each side can honour: a side's ORD never exceeds the other's IRD.
+func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
+	q, ok := qp.(*soft.QP)
+	if !ok || q.Device() != r.ln.dev {
+		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+	}
+	if err := checkPrivateData(param.PrivateData); err != nil {
+		return provider.ConnInfo{}, err
+	}
+	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
+		return provider.ConnInfo{}, fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
+	}
+	dial, acc := withDefaults(r.param, r.from.Device()), withDefaults(param, q.Device())
+	accAttr := establishAttr(r.from, acc, min(acc.InitiatorDepth, dial.ResponderResources), acc.ResponderResources)
+	dialAttr := establishAttr(q, dial, min(dial.InitiatorDepth, acc.ResponderResources), dial.ResponderResources)
+	accAttr.RQPSN, dialAttr.RQPSN = dialAttr.SQPSN, accAttr.SQPSN
+	if err := q.Establish(r.ln.net.newEndpoint(q, r.from), accAttr); err != nil {
+		r.reply <- connReply{err: fmt.Errorf("%w: the peer could not accept: %v", provider.ErrRejected, err)}
+		return provider.ConnInfo{}, err
+	}
+	r.reply <- connReply{peer: q, attr: dialAttr, pdata: clone(param.PrivateData)}
+	return provider.ConnInfo{
+		PrivateData: r.param.PrivateData, LocalAddr: r.ln.addr, RemoteAddr: r.from.Device().Caps().Name,
+		RemoteQPN: r.from.QPN(), IRD: accAttr.IRD, ORD: accAttr.ORD,
+	}, nil
+}
+
+// Dial sends a connection request to the listener named addr and waits for
+// the answer; on acceptance qp is in RTS.
+func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.QP, param provider.ConnParam) (provider.ConnInfo, error) {
+	if err := checkPrivateData(param.PrivateData); err != nil {
+		return provider.ConnInfo{}, err
+	}
+	if st := qp.State(); st != provider.StateReset && st != provider.StateInit {
+		return provider.ConnInfo{}, fmt.Errorf("%w: a QP must be in RESET or INIT to connect, not %v", provider.ErrInvalidState, st)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	l.net.mu.Lock()
+	ln := l.net.listeners[addr]
+	l.net.mu.Unlock()
+	if ln == nil {
+		return provider.ConnInfo{}, fmt.Errorf("%w: nobody listens on loopback address %q", provider.ErrRejected, addr)
+	}
+	param.PrivateData = clone(param.PrivateData)
+	r := &connReq{ln: ln, from: qp, param: param, reply: make(chan connReply, 1)}
+	select {
+	case ln.reqs <- r:
+	case <-ln.done:
+		return provider.ConnInfo{}, fmt.Errorf("%w: listener %q closed", provider.ErrRejected, addr)
+	case <-ctx.Done():
+		return provider.ConnInfo{}, fmt.Errorf("%w: %v", provider.ErrTimeout, ctx.Err())
+	}
+	var rep connReply
+	select {
+	case rep = <-r.reply:
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqPending, reqClaimed) {
+			return provider.ConnInfo{}, fmt.Errorf("%w: %v", provider.ErrTimeout, ctx.Err())
+		}
+		rep = <-r.reply // answered just now; the answer is on its way
+	}
+	if rep.err != nil {
+		return provider.ConnInfo{}, rep.err
+	}
+	if err := qp.Establish(l.net.newEndpoint(qp, rep.peer), rep.attr); err != nil {
+		rep.peer.Fail(provider.EventPeerDisconnected, err)
+		return provider.ConnInfo{}, err
+	}
+	return provider.ConnInfo{
+		PrivateData: rep.pdata, LocalAddr: l.name, RemoteAddr: addr,
+		RemoteQPN: rep.peer.QPN(), IRD: rep.attr.IRD, ORD: rep.attr.ORD,
+	}, nil
+}
+
+// DefaultDepth is the IRD and ORD a zero ConnParam asks for.
+const DefaultDepth = 16
+
+// withDefaults fills the zero fields of a ConnParam: IRD and ORD
+// DefaultDepth (clamped to the device), retry counts 7.
+func withDefaults(p provider.ConnParam, d *soft.Device) provider.ConnParam {
+	c := d.Caps()
+	if p.ResponderResources == 0 {
+		p.ResponderResources = DefaultDepth
+	}
+	if p.InitiatorDepth == 0 {
+		p.InitiatorDepth = DefaultDepth
+	}
+	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
+	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
+	if p.RetryCount == 0 {
+		p.RetryCount = 7
+	}
+	if p.RNRRetryCount == 0 {
+		p.RNRRetryCount = 7
+	}
+	return p
+}
+
+// establishAttr builds the attributes of a QP connecting to peer.
+func establishAttr(peer *soft.QP, p provider.ConnParam, ord, ird uint8) soft.EstablishAttr {
+	return soft.EstablishAttr{
+		DestQPN: peer.QPN(), SQPSN: soft.NewPSN(), PathMTU: 4096,
+		IRD: ird, ORD: ord, RetryCnt: min(p.RetryCount, 7), RNRRetry: min(p.RNRRetryCount, 7),
+		Timeout: 14, MinRNRTime: 12,
+	}
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

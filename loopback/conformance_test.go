@@ -1,0 +1,28 @@
+package loopback_test
+
+import (
+	"testing"
+
+	"goverbs/internal/conformance"
+	"goverbs/loopback"
+	"goverbs/verbs"
+)
+
+// TestConformance runs the conformance suite with both sides on one
+// loopback network: two devices of one process.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		net := loopback.NewNetwork()
+		a, err := verbs.Open(net.Provider())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := verbs.Open(net.Provider())
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer := conformance.NewLocalPeer(b, "peer", t.TempDir())
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}

@@ -1,0 +1,217 @@
+package verbs
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"goverbs/provider"
+)
+
+// QPInitAttr are the attributes of a new queue pair.
+type QPInitAttr struct {
+	// SendCQ and RecvCQ receive the completions of the send and receive
+	// queues; they may be the same CQ.
+	SendCQ, RecvCQ *CQ
+	Cap            QPCap
+	// SignalAll makes every send WR signalled.
+	SignalAll bool
+}
+
+// CreateQP creates a reliable-connected queue pair in RESET.
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	if init.SendCQ == nil || init.RecvCQ == nil {
+		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
+	}
+	if init.SendCQ.dev != pd.dev || init.RecvCQ.dev != pd.dev {
+		return nil, fmt.Errorf("%w: the CQs belong to another device", ErrInvalidArgument)
+	}
+	var undo []*lifetime
+	defer func() {
+		for _, l := range undo {
+			l.release()
+		}
+	}()
+	for _, l := range []*lifetime{&pd.life, &init.SendCQ.life, &init.RecvCQ.life} {
+		if err := l.acquire(); err != nil {
+			return nil, err
+		}
+		undo = append(undo, l)
+	}
+	p, err := pd.p.CreateQP(provider.QPInitAttr{
+		SendCQ: init.SendCQ.p, RecvCQ: init.RecvCQ.p, Cap: init.Cap, SignalAll: init.SignalAll,
+	})
+	if err != nil {
+		return nil, err
+	}
+	undo = nil
+	return &QP{pd: pd, p: p, qpn: p.QPN(), sendCQ: init.SendCQ, recvCQ: init.RecvCQ}, nil
+}
+
+// QP is a reliable-connected queue pair.
+type QP struct {
+	pd             *PD
+	p              provider.QP
+	qpn            uint32
+	sendCQ, recvCQ *CQ
+	closed         atomic.Bool
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// PD returns the QP's protection domain.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// Modify applies the attributes named by mask and moves the QP to
+// attr.State when mask has AttrState. An illegal transition, a missing
+// required attribute or an attribute the transition does not take fails with
+// ErrInvalidState or ErrInvalidArgument and leaves the QP unchanged
+// (SEMANTICS 5).
+func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	if attr == nil {
+		return fmt.Errorf("%w: nil attributes", ErrInvalidArgument)
+	}
+	if qp.closed.Load() {
+		return ErrClosed
+	}
+	return qp.p.Modify(attr, mask)
+}
+
+// Query returns the QP's attributes and state.
+func (qp *QP) Query() (QPAttr, error) {
+	if qp.closed.Load() {
+		return QPAttr{}, ErrClosed
+	}
+	return qp.p.Query()
+}
+
+// State returns the QP's current state (StateErr once closed).
+func (qp *QP) State() State {
+	a, err := qp.Query()
+	if err != nil {
+		return StateErr
+	}
+	return a.State
+}
+
+// PostSend queues send work requests in order. Every WR is checked first:
+// if one is invalid (wrong state, unknown or unsupported opcode, too many
+// SGEs, inline data too long, queue full), nothing is queued and the error
+// is a *PostError naming it. Memory errors (a bad lkey, a range outside the
+// region) are not post errors: the WR completes with StatusLocProtErr.
+// The slice and its SGE lists are not retained.
+func (qp *QP) PostSend(wrs []SendWR) error {
+	if qp.closed.Load() {
+		return &PostError{Op: "post send", Err: ErrClosed}
+	}
+	return qp.p.PostSend(wrs)
+}
+
+// PostRecv queues receive work requests, with PostSend's all-or-nothing
+// rule. Receives may be posted from INIT on.
+func (qp *QP) PostRecv(wrs []RecvWR) error {
+	if qp.closed.Load() {
+		return &PostError{Op: "post recv", Err: ErrClosed}
+	}
+	return qp.p.PostRecv(wrs)
+}
+
+// Disconnect tells the peer the connection ends and moves the QP to ERR:
+// outstanding work completes with StatusWRFlushErr.
+func (qp *QP) Disconnect() error {
+	if qp.closed.Load() {
+		return ErrClosed
+	}
+	return qp.p.Disconnect()
+}
+
+// Close destroys the QP. The peer is told the connection ended, and
+// outstanding work is flushed into the CQs before the QP goes.
+func (qp *QP) Close() error {
+	if !qp.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	err := qp.p.Close()
+	qp.sendCQ.life.release()
+	qp.recvCQ.life.release()
+	qp.pd.life.release()
+	return err
+}
+
+// Listen starts accepting connection requests on addr (its syntax is the
+// transport's: a name for loopback, host:port for TCP and UDP).
+func (d *Device) Listen(addr string) (*Listener, error) {
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	l, err := d.p.Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{dev: d, p: l}, nil
+}
+
+// Dial connects qp (in RESET or INIT) to the listener at addr, offering
+// param. On success qp is in RTS and ConnInfo holds the peer's answer. A
+// rejection returns a *RejectError (matching ErrRejected) with the peer's
+// private data; ctx bounds the wait (transports apply a default timeout
+// when ctx has no deadline).
+func (d *Device) Dial(ctx context.Context, addr string, qp *QP, param ConnParam) (ConnInfo, error) {
+	if qp == nil || qp.pd.dev != d {
+		return ConnInfo{}, fmt.Errorf("%w: QP of another device", ErrInvalidArgument)
+	}
+	if qp.closed.Load() {
+		return ConnInfo{}, ErrClosed
+	}
+	return d.p.Dial(ctx, addr, qp.p, param)
+}
+
+// Listener accepts connection requests.
+type Listener struct {
+	dev *Device
+	p   provider.Listener
+}
+
+// Addr is the address peers dial.
+func (l *Listener) Addr() string { return l.p.Addr() }
+
+// Accept waits for the next connection request.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	r, err := l.p.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &ConnRequest{dev: l.dev, p: r}, nil
+}
+
+// Close stops listening.
+func (l *Listener) Close() error { return l.p.Close() }
+
+// ConnRequest is an incoming connection request; answer it with Accept or
+// Reject.
+type ConnRequest struct {
+	dev *Device
+	p   provider.ConnRequest
+}
+
+// PrivateData is the initiator's private data.
+func (r *ConnRequest) PrivateData() []byte { return r.p.PrivateData() }
+
+// Param is the initiator's offer.
+func (r *ConnRequest) Param() ConnParam { return r.p.Param() }
+
+// Accept connects qp (in RESET or INIT) to the initiator; qp is in RTS on
+// success.
+func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (ConnInfo, error) {
+	if qp == nil || qp.pd.dev != r.dev {
+		return ConnInfo{}, fmt.Errorf("%w: QP of another device", ErrInvalidArgument)
+	}
+	if qp.closed.Load() {
+		return ConnInfo{}, ErrClosed
+	}
+	return r.p.Accept(ctx, qp.p, param)
+}
+
+// Reject refuses the request and sends privateData to the initiator.
+func (r *ConnRequest) Reject(privateData []byte) error { return r.p.Reject(privateData) }
