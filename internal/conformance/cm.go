@@ -1,0 +1,127 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"goverbs/verbs"
+)
+
+// SEMANTICS 22: connection management.
+var cmTests = []test{
+	{"PrivateDataBothWays", testPrivateDataBothWays},
+	{"PrivateDataLimit", testPrivateDataLimit},
+	{"Reject", testReject},
+	{"DialTimesOut", testDialTimesOut},
+	{"DialNowhere", testDialNowhere},
+	{"DialNeedsFreshQP", testDialNeedsFreshQP},
+	{"DisconnectFlushes", testDisconnectFlushes},
+	{"PeerDisconnects", testPeerDisconnects},
+}
+
+func testPrivateDataBothWays(t *testing.T, e *Env) {
+	limit := min(e.A.Caps().MaxPrivateData, e.B.Caps().MaxPrivateData)
+	ask, answer := pattern(limit, 1), pattern(limit/2, 2)
+	c := connect(t, e, ConnOpts{ParamA: verbs.ConnParam{PrivateData: ask}, ReplyB: Reply{PrivateData: answer}})
+	expectBytes(t, "private data at the listener", c.Accepted.PrivateData, ask)
+	expectBytes(t, "private data at the dialer", c.Info.PrivateData, answer)
+	if c.Info.RemoteQPN != c.PeerQPN {
+		t.Fatalf("dialer sees remote QPN %#x, peer's is %#x", c.Info.RemoteQPN, c.PeerQPN)
+	}
+}
+
+func testPrivateDataLimit(t *testing.T, e *Env) {
+	qp, _ := newQP(t, e, nil, nil)
+	over := make([]byte, e.A.Caps().MaxPrivateData+1)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	addr, err := e.B.Listen()
+	noErr(t, err)
+	if _, err := e.A.Dial(ctx, addr, qp, verbs.ConnParam{PrivateData: over}); !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Fatalf("dial with %d bytes of private data: %v, want ErrInvalidArgument", len(over), err)
+	}
+	if st := qp.State(); st != verbs.StateReset {
+		t.Fatalf("refused dial left the QP in %v", st)
+	}
+}
+
+func testReject(t *testing.T, e *Env) {
+	_, err := tryConnect(t, e, ConnOpts{ReplyB: Reply{Reject: true, PrivateData: []byte("go away")}})
+	var rej *verbs.RejectError
+	if !errors.As(err, &rej) || !errors.Is(err, verbs.ErrRejected) {
+		t.Fatalf("rejected dial: %v, want a *RejectError matching ErrRejected", err)
+	}
+	if !bytes.Equal(rej.PrivateData, []byte("go away")) {
+		t.Fatalf("reject private data %q", rej.PrivateData)
+	}
+}
+
+func testDialTimesOut(t *testing.T, e *Env) {
+	qp, _ := newQP(t, e, nil, nil)
+	addr, err := e.B.Listen() // listening, but nobody accepts
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = e.A.Dial(ctx, addr, qp, verbs.ConnParam{})
+	if err == nil {
+		t.Fatal("dial without an accept succeeded")
+	}
+	if !errors.Is(err, verbs.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial without an accept: %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > Timeout {
+		t.Fatalf("dial took %v to time out", d)
+	}
+	if st := qp.State(); st == verbs.StateRTS {
+		t.Fatalf("timed-out dial left the QP in RTS")
+	}
+}
+
+func testDialNowhere(t *testing.T, e *Env) {
+	qp, _ := newQP(t, e, nil, nil)
+	addr, err := e.B.Listen()
+	noErr(t, err)
+	noErr(t, e.B.Close()) // nobody listens any more
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if _, err := e.A.Dial(ctx, addr, qp, verbs.ConnParam{}); err == nil {
+		t.Fatal("dial to a closed listener succeeded")
+	}
+}
+
+func testDialNeedsFreshQP(t *testing.T, e *Env) {
+	c := connect(t, e, ConnOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	addr, err := e.B.Listen()
+	noErr(t, err)
+	if _, err := e.A.Dial(ctx, addr, c.QP, verbs.ConnParam{}); !errors.Is(err, verbs.ErrInvalidState) {
+		t.Fatalf("dial with a connected QP: %v, want ErrInvalidState", err)
+	}
+}
+
+func testDisconnectFlushes(t *testing.T, e *Env) {
+	c := connect(t, e, ConnOpts{})
+	buf := c.mr(16, verbs.AccessLocalWrite)
+	peerBuf := c.peerMR(8, verbs.AccessLocalWrite)
+	c.peerRecv(7, peerBuf, 0, 8)
+	noErr(t, c.QP.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{buf.SGE(0, 8)}}}))
+	noErr(t, c.QP.Disconnect())
+	expectWC(t, c.poll(1)[0], 1, verbs.StatusWRFlushErr)
+	c.waitState(verbs.StateErr)
+	c.waitPeerState(verbs.StateErr)
+	expectWC(t, c.peerPoll(1)[0], 7, verbs.StatusWRFlushErr)
+}
+
+func testPeerDisconnects(t *testing.T, e *Env) {
+	c := connect(t, e, ConnOpts{})
+	buf := c.mr(8, verbs.AccessLocalWrite)
+	noErr(t, c.QP.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{buf.SGE(0, 8)}}}))
+	noErr(t, e.B.Disconnect(c.Peer))
+	c.waitState(verbs.StateErr)
+	expectWC(t, c.poll(1)[0], 1, verbs.StatusWRFlushErr)
+}
