@@ -238,3 +238,16 @@ func (e EventType) String() string {
 	}
 	return "unknown event"
 }
+
+// Counter is one named transport counter of a QP (packets, bytes,
+// retransmissions, NAKs by kind, ...).
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// CounterSource is implemented by QPs (and by soft link endpoints) that keep
+// transport counters.
+type CounterSource interface {
+	Counters() []Counter
+}

@@ -129,3 +129,15 @@ func (qp *QP) Close() error {
 	d.nQP.Add(-1)
 	return nil
 }
+
+// Counters returns the link's counters for the QP, if its endpoint keeps
+// any (provider.CounterSource).
+func (qp *QP) Counters() []provider.Counter {
+	qp.mu.Lock()
+	ep := qp.ep
+	qp.mu.Unlock()
+	if cs, ok := ep.(provider.CounterSource); ok {
+		return cs.Counters()
+	}
+	return nil
+}

@@ -215,3 +215,15 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (Conn
 
 // Reject refuses the request and sends privateData to the initiator.
 func (r *ConnRequest) Reject(privateData []byte) error { return r.p.Reject(privateData) }
+
+// Counter is a named transport counter.
+type Counter = provider.Counter
+
+// Counters returns the transport's counters for the QP (packets, bytes,
+// retransmissions, NAKs, ...), or nil when the transport keeps none.
+func (qp *QP) Counters() []Counter {
+	if cs, ok := qp.p.(provider.CounterSource); ok {
+		return cs.Counters()
+	}
+	return nil
+}
