@@ -192,10 +192,26 @@ func (d *Device) Close() error {
 	for _, qp := range qps {
 		qp.Close()
 	}
+	for _, mr := range d.liveMRs() {
+		mr.Deregister()
+	}
 	err := d.link.Close()
 	d.evMu.Lock()
 	d.evClosed = true
 	close(d.events)
 	d.evMu.Unlock()
 	return err
+}
+
+// liveMRs returns the regions still registered.
+func (d *Device) liveMRs() []*MR {
+	d.keys.mu.RLock()
+	defer d.keys.mu.RUnlock()
+	var mrs []*MR
+	for _, ref := range d.keys.keys {
+		if ref.local && ref.mr != nil {
+			mrs = append(mrs, ref.mr)
+		}
+	}
+	return mrs
 }

@@ -78,3 +78,14 @@ type EstablishAttr struct {
 	// default); a QP already in INIT keeps its own.
 	Access provider.Access
 }
+
+// MemoryLink is implemented by links whose peers reach registered memory
+// directly, without this device's engine (shared memory). The device calls
+// RegisteredMR once a region is registered, before RegisterMR returns (an
+// error undoes the registration), and DeregisteringMR after the region's keys
+// are revoked and local accesses drained, before Deregister returns: when it
+// returns, no peer may reach the region any more.
+type MemoryLink interface {
+	RegisteredMR(mr *MR) error
+	DeregisteringMR(mr *MR)
+}

@@ -91,6 +91,15 @@ func (p *PD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory)
 	m.lkey = d.keys.rekeyLocked(0, keyRef{mr: m, local: true})
 	m.rkey = d.keys.rekeyLocked(0, keyRef{mr: m})
 	d.keys.mu.Unlock()
+	if ml, ok := d.link.(MemoryLink); ok {
+		if err := ml.RegisteredMR(m); err != nil {
+			d.keys.mu.Lock()
+			m.revokeLocked()
+			d.keys.mu.Unlock()
+			m.release(false)
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -110,17 +119,45 @@ func (m *MR) Deregister() error {
 		d.keys.mu.Unlock()
 		return fmt.Errorf("%w: memory windows are still bound to the region", provider.ErrBusy)
 	}
+	m.revokeLocked()
+	d.keys.mu.Unlock()
+	m.release(true)
+	return nil
+}
+
+// revokeLocked makes the region's keys stop working.
+// Precondition: keys.mu is held for writing.
+func (m *MR) revokeLocked() {
+	d := m.pd.dev
 	m.dead = true
 	d.keys.removeLocked(m.lkey)
 	d.keys.removeLocked(m.rkey)
-	d.keys.mu.Unlock()
+}
+
+// release waits for remote accesses under way, lets the link drop its peer
+// mappings (if the link was told of the region), and frees the
+// registration. The keys are already revoked.
+func (m *MR) release(linked bool) {
+	d := m.pd.dev
 	waitZero(&m.remoteRefs)
+	if ml, ok := d.link.(MemoryLink); ok && linked {
+		ml.DeregisteringMR(m)
+	}
 	if m.mem != nil {
 		m.mem.Release()
 	}
 	d.nMR.Add(-1)
-	return nil
 }
+
+// Buf returns the region's memory.
+func (m *MR) Buf() []byte { return m.buf }
+
+// Memory returns the allocator-owned backing of the region, or nil for
+// caller memory.
+func (m *MR) Memory() provider.Memory { return m.mem }
+
+// PD returns the region's protection domain.
+func (m *MR) PD() *PD { return m.pd }
 
 // waitZero waits for a counter of short, bounded operations to drain.
 func waitZero(n *atomic.Int64) {

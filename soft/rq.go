@@ -93,8 +93,8 @@ func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 		if uint64(i) >= free {
 			return fail(i, fmt.Errorf("%w: receive queue holds %d WRs", provider.ErrQueueFull, len(qp.rq.wqes)))
 		}
-		if n := uint32(len(wrs[i].SGL)); n > qp.cap.MaxRecvSGE {
-			return fail(i, fmt.Errorf("%w: %d SGEs, max_recv_sge %d", provider.ErrTooManySGE, n, qp.cap.MaxRecvSGE))
+		if err := provider.CheckRecvWR(&wrs[i], &qp.cap); err != nil {
+			return fail(i, err)
 		}
 	}
 	return nil

@@ -122,47 +122,10 @@ func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
 	return nil
 }
 
-// checkSendWR applies the rules of one send WR that do not depend on memory.
+// checkSendWR applies the rules of one send WR that depend on neither
+// memory nor state.
 func (qp *QP) checkSendWR(wr *provider.SendWR) error {
-	op := wr.Opcode
-	if !op.Valid() {
-		return fmt.Errorf("%w: unknown opcode %d", provider.ErrInvalidArgument, op)
-	}
-	if !qp.dev.caps.Opcodes.Has(op) {
-		return fmt.Errorf("%w: %v on %s", provider.ErrNotSupported, op, qp.dev.caps.Transport)
-	}
-	if uint32(len(wr.SGL)) > max(qp.cap.MaxSendSGE, 1) || (qp.cap.MaxSendSGE == 0 && len(wr.SGL) > 0) {
-		return fmt.Errorf("%w: %d SGEs, max_send_sge %d", provider.ErrTooManySGE, len(wr.SGL), qp.cap.MaxSendSGE)
-	}
-	n := provider.Length(wr.SGL)
-	if n > qp.dev.caps.MaxMsgSize {
-		return fmt.Errorf("%w: message of %d bytes exceeds %d", provider.ErrInvalidArgument, n, qp.dev.caps.MaxMsgSize)
-	}
-	if wr.Flags&provider.SendInline != 0 {
-		switch op {
-		case provider.OpSend, provider.OpSendWithImm, provider.OpSendWithInv, provider.OpWrite, provider.OpWriteWithImm:
-		default:
-			return fmt.Errorf("%w: %v cannot be inline", provider.ErrInvalidArgument, op)
-		}
-		if n > uint64(qp.cap.MaxInlineData) {
-			return fmt.Errorf("%w: %d bytes, max_inline_data %d", provider.ErrInlineTooLong, n, qp.cap.MaxInlineData)
-		}
-	}
-	switch op {
-	case provider.OpCompareSwap, provider.OpFetchAdd:
-		if n != 8 {
-			return fmt.Errorf("%w: %v needs an 8-byte result buffer, not %d bytes", provider.ErrInvalidArgument, op, n)
-		}
-	case provider.OpFlush:
-		if len(wr.SGL) != 0 || wr.Flush&(provider.FlushGlobal|provider.FlushPersistent) == 0 {
-			return fmt.Errorf("%w: FLUSH takes no SGEs and needs a placement type", provider.ErrInvalidArgument)
-		}
-	case provider.OpAtomicWrite, provider.OpLocalInv, provider.OpBindMW:
-		if len(wr.SGL) != 0 {
-			return fmt.Errorf("%w: %v takes no SGEs", provider.ErrInvalidArgument, op)
-		}
-	}
-	return nil
+	return provider.CheckSendWR(wr, &qp.cap, &qp.dev.caps)
 }
 
 // enqueueSendLocked copies wr into the next WQE and resolves its memory. A
