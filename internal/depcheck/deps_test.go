@@ -1,0 +1,145 @@
+package depcheck
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "goverbs"
+
+// rules lists, for every package of the module, the module packages and
+// external modules it may import (the standard library is always allowed,
+// and a package may import its own subpackages' siblings only as listed).
+// A package with no rule fails the test: a new package states its place in
+// the layers here. DO NOT CHANGE A RULE TO FIX A BUILD: change the import.
+var rules = map[string][]string{
+	// The SPI and the wire codecs know nothing of the rest.
+	"provider":          {},
+	"internal/wire/iw":  {},
+	"internal/wire/ib":  {},
+	"internal/pcapgen":  {},
+	"internal/depcheck": {},
+	"mem":               {"golang.org/x/sys"},
+
+	// The core: the software device implements the SPI; the public API
+	// wraps any provider and never imports one.
+	"soft":  {"provider"},
+	"verbs": {"provider"},
+
+	// Transports plug into soft (or, for fabric, implement the SPI
+	// directly); none imports verbs, bench or another transport.
+	"loopback": {"provider", "soft"},
+	"iwarp":    {"provider", "soft", "mem", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
+	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
+	"shm":      {"provider", "soft", "mem", "golang.org/x/sys"},
+	"fabric":   {"provider", "mem", "golang.org/x/sys"},
+
+	// Measurement: stats and report stand alone; the runner drives verbs
+	// over the transports it is handed.
+	"bench/stats":  {"golang.org/x/sys"},
+	"bench/report": {"bench/stats"},
+	"bench": {"provider", "verbs", "mem", "bench/stats", "bench/report",
+		"loopback", "iwarp", "roce", "shm", "fabric", "golang.org/x/sys"},
+
+	// Test kits and commands.
+	"internal/conformance": {"provider", "verbs", "mem"},
+	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
+		"loopback", "iwarp", "roce", "shm", "fabric", "golang.org/x/sys"},
+}
+
+// imports returns the imports of the non-test Go files in dir, whatever
+// their build tags.
+func imports(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			seen[p] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// allowed reports whether pkg may import imp.
+func allowed(pkg, imp string, rule []string) bool {
+	first := strings.SplitN(imp, "/", 2)[0]
+	if imp == "C" || (!strings.Contains(first, ".") && first != module) {
+		return true // the standard library (and cgo's pseudo-package)
+	}
+	rel := strings.TrimPrefix(imp, module+"/")
+	for _, r := range rule {
+		if rel == r || imp == r || strings.HasPrefix(imp, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestImportRules(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "testdata" || strings.HasPrefix(n, ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		if seenDir[rel] {
+			return nil
+		}
+		seenDir[rel] = true
+		rule, ok := rules[rel]
+		if !ok {
+			t.Errorf("package %s has no import rule: add it to rules in %s", rel, "internal/depcheck/deps_test.go")
+			return nil
+		}
+		for _, imp := range imports(t, dir) {
+			if !allowed(rel, imp, rule) {
+				t.Errorf("%s imports %s, which the layers forbid", rel, imp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var seenDir = map[string]bool{}
