@@ -29,7 +29,9 @@ func skipOrFail(t *testing.T, env, reason string) {
 	t.Skipf("%s (set %s=1 to fail instead)", reason, env)
 }
 
-// sharedTool returns the path of shared/tools/name, or "" if not found.
+// sharedTool returns the path of shared/tools/name or of the repository's
+// copy in tools/verify/name, whichever is found first walking up from here,
+// or "" if neither is.
 func sharedTool(name string) string {
 	if dir := os.Getenv("GOVERBS_SHARED_TOOLS"); dir != "" {
 		return existing(filepath.Join(dir, name))
@@ -40,6 +42,9 @@ func sharedTool(name string) string {
 	}
 	for {
 		if p := existing(filepath.Join(dir, "shared", "tools", name)); p != "" {
+			return p
+		}
+		if p := existing(filepath.Join(dir, "tools", "verify", name)); p != "" {
 			return p
 		}
 		parent := filepath.Dir(dir)
