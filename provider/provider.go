@@ -251,3 +251,20 @@ type Counter struct {
 type CounterSource interface {
 	Counters() []Counter
 }
+
+// ReregFlags select what MR.Reregister changes (ibv_rereg_mr flags).
+type ReregFlags uint8
+
+// Re-registration flags.
+const (
+	ReregTranslation ReregFlags = 1 << iota // new memory (buffer)
+	ReregPD                                 // new protection domain
+	ReregAccess                             // new access rights
+)
+
+// Reregisterer is implemented by regions that can be re-registered in place
+// (ibv_rereg_mr). The old keys stop working before it returns; the region
+// gets new ones.
+type Reregisterer interface {
+	Reregister(flags ReregFlags, pd PD, buf []byte, access Access, mem Memory) error
+}

@@ -20,13 +20,14 @@ import (
 // for the duration of one copy, and Deregister waits for those after it has
 // revoked the keys, so no byte of the region changes after it returns.
 type MR struct {
-	pd     *PD
-	buf    []byte
-	addr   uint64
-	access provider.Access
-	mem    provider.Memory
+	dev *Device // immutable
 
-	// Guarded by dev.keys.mu.
+	// Guarded by dev.keys.mu: Reregister changes them all.
+	pd         *PD
+	buf        []byte
+	addr       uint64
+	access     provider.Access
+	mem        provider.Memory
 	lkey, rkey uint32
 	dead       bool
 
@@ -36,20 +37,34 @@ type MR struct {
 }
 
 func (m *MR) LKey() uint32 {
-	m.pd.dev.keys.mu.RLock()
-	defer m.pd.dev.keys.mu.RUnlock()
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
 	return m.lkey
 }
 
 func (m *MR) RKey() uint32 {
-	m.pd.dev.keys.mu.RLock()
-	defer m.pd.dev.keys.mu.RUnlock()
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
 	return m.rkey
 }
 
-func (m *MR) Addr() uint64            { return m.addr }
-func (m *MR) Len() int                { return len(m.buf) }
-func (m *MR) Access() provider.Access { return m.access }
+func (m *MR) Addr() uint64 {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.addr
+}
+
+func (m *MR) Len() int {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return len(m.buf)
+}
+
+func (m *MR) Access() provider.Access {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.access
+}
 
 // bufAddr is the virtual address of b's first byte, the address SGEs and
 // peers use.
@@ -86,7 +101,7 @@ func (p *PD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory)
 			return nil, err
 		}
 	}
-	m := &MR{pd: p, buf: buf, addr: bufAddr(buf), access: access, mem: mem}
+	m := &MR{dev: d, pd: p, buf: buf, addr: bufAddr(buf), access: access, mem: mem}
 	d.keys.mu.Lock()
 	m.lkey = d.keys.rekeyLocked(0, keyRef{mr: m, local: true})
 	m.rkey = d.keys.rekeyLocked(0, keyRef{mr: m})
@@ -106,7 +121,7 @@ func (p *PD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory)
 // Deregister revokes the keys, waits for remote accesses under way, and
 // releases the buffer.
 func (m *MR) Deregister() error {
-	d := m.pd.dev
+	d := m.dev
 	d.keys.mu.Lock()
 	switch {
 	case m.dead:
@@ -128,7 +143,7 @@ func (m *MR) Deregister() error {
 // revokeLocked makes the region's keys stop working.
 // Precondition: keys.mu is held for writing.
 func (m *MR) revokeLocked() {
-	d := m.pd.dev
+	d := m.dev
 	m.dead = true
 	d.keys.removeLocked(m.lkey)
 	d.keys.removeLocked(m.rkey)
@@ -138,7 +153,7 @@ func (m *MR) revokeLocked() {
 // mappings (if the link was told of the region), and frees the
 // registration. The keys are already revoked.
 func (m *MR) release(linked bool) {
-	d := m.pd.dev
+	d := m.dev
 	waitZero(&m.remoteRefs)
 	if ml, ok := d.link.(MemoryLink); ok && linked {
 		ml.DeregisteringMR(m)
@@ -150,14 +165,26 @@ func (m *MR) release(linked bool) {
 }
 
 // Buf returns the region's memory.
-func (m *MR) Buf() []byte { return m.buf }
+func (m *MR) Buf() []byte {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.buf
+}
 
 // Memory returns the allocator-owned backing of the region, or nil for
 // caller memory.
-func (m *MR) Memory() provider.Memory { return m.mem }
+func (m *MR) Memory() provider.Memory {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.mem
+}
 
 // PD returns the region's protection domain.
-func (m *MR) PD() *PD { return m.pd }
+func (m *MR) PD() *PD {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.pd
+}
 
 // waitZero waits for a counter of short, bounded operations to drain.
 func waitZero(n *atomic.Int64) {
@@ -182,4 +209,75 @@ func span(buf []byte, base, addr, n uint64) ([]byte, bool) {
 		return nil, false
 	}
 	return buf[off : off+n], true
+}
+
+// Reregister changes the region's memory, protection domain or access in
+// place (ibv_rereg_mr). Like Deregister it is refused while posted work or
+// bound windows use the region; the old keys are revoked at once and peer
+// accesses under way drained before the change; the region gets new keys.
+func (m *MR) Reregister(flags provider.ReregFlags, pd provider.PD, buf []byte, access provider.Access, mem provider.Memory) error {
+	d := m.dev
+	d.keys.mu.RLock()
+	oldMem := m.mem
+	newPD, newBuf, newAccess, newMem := m.pd, m.buf, m.access, m.mem
+	d.keys.mu.RUnlock()
+	if flags&provider.ReregPD != 0 {
+		p, ok := pd.(*PD)
+		if !ok || p.dev != d {
+			return fmt.Errorf("%w: protection domain of another device", provider.ErrInvalidArgument)
+		}
+		newPD = p
+	}
+	if flags&provider.ReregTranslation != 0 {
+		newBuf, newMem = buf, mem
+	}
+	if flags&provider.ReregAccess != 0 {
+		newAccess = access
+	}
+	if err := d.checkRegistration(newBuf, newAccess, newMem); err != nil {
+		return err
+	}
+	if newMem != oldMem && newMem != nil {
+		if err := newMem.Acquire(); err != nil {
+			return err
+		}
+	}
+	d.keys.mu.Lock()
+	switch {
+	case m.dead:
+		d.keys.mu.Unlock()
+		return provider.ErrClosed
+	case m.localRefs.Load() > 0 || m.windows.Load() > 0:
+		d.keys.mu.Unlock()
+		if newMem != oldMem && newMem != nil {
+			newMem.Release()
+		}
+		return fmt.Errorf("%w: posted work or bound windows still use the region", provider.ErrBusy)
+	}
+	d.keys.removeLocked(m.lkey)
+	d.keys.removeLocked(m.rkey)
+	m.lkey, m.rkey = 0, 0
+	m.dead = true // no new local references while the change drains
+	d.keys.mu.Unlock()
+	waitZero(&m.remoteRefs)
+	ml, linked := d.link.(MemoryLink)
+	if linked {
+		ml.DeregisteringMR(m)
+	}
+	if newMem != oldMem && oldMem != nil {
+		oldMem.Release()
+	}
+	d.keys.mu.Lock()
+	m.pd, m.buf, m.addr, m.access, m.mem = newPD, newBuf, bufAddr(newBuf), newAccess, newMem
+	m.dead = false
+	m.lkey = d.keys.rekeyLocked(0, keyRef{mr: m, local: true})
+	m.rkey = d.keys.rekeyLocked(0, keyRef{mr: m})
+	d.keys.mu.Unlock()
+	if linked {
+		if err := ml.RegisteredMR(m); err != nil {
+			m.Deregister()
+			return err
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"goverbs/provider"
@@ -64,14 +65,20 @@ func (pd *PD) register(buf []byte, access Access, m provider.Memory) (*MR, error
 
 // MR is a registered memory region.
 type MR struct {
-	pd     *PD
 	p      provider.MR
-	buf    []byte
 	closed atomic.Bool
+
+	mu  sync.Mutex // guards pd and buf, which Reregister changes
+	pd  *PD
+	buf []byte
 }
 
 // Bytes returns the registered memory.
-func (mr *MR) Bytes() []byte { return mr.buf }
+func (mr *MR) Bytes() []byte {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	return mr.buf
+}
 
 // LKey is the key local work requests name the region by.
 func (mr *MR) LKey() uint32 { return mr.p.LKey() }
@@ -110,7 +117,9 @@ func (mr *MR) Deregister() error {
 		return err
 	}
 	if mr.closed.CompareAndSwap(false, true) {
+		mr.mu.Lock()
 		mr.pd.life.release()
+		mr.mu.Unlock()
 	}
 	return nil
 }
@@ -160,4 +169,56 @@ func (mw *MW) Close() error {
 	err := mw.p.Close()
 	mw.pd.life.release()
 	return err
+}
+
+// ReregFlags select what Reregister changes.
+type ReregFlags = provider.ReregFlags
+
+// Re-registration flags.
+const (
+	ReregTranslation = provider.ReregTranslation
+	ReregPD          = provider.ReregPD
+	ReregAccess      = provider.ReregAccess
+)
+
+// Reregister changes the region's memory (buf, with ReregTranslation), its
+// protection domain (pd, with ReregPD) or its access (with ReregAccess) in
+// place, as ibv_rereg_mr does. The old lkey and rkey stop working before it
+// returns and the region gets new ones (SEMANTICS 3). It fails with ErrBusy
+// while posted work or bound windows use the region, and with
+// ErrNotSupported where the device cannot re-register.
+func (mr *MR) Reregister(flags ReregFlags, pd *PD, buf []byte, access Access) error {
+	if mr.closed.Load() {
+		return ErrClosed
+	}
+	rr, ok := mr.p.(provider.Reregisterer)
+	if !ok {
+		return fmt.Errorf("%w: re-registration", ErrNotSupported)
+	}
+	var ppd provider.PD
+	if flags&ReregPD != 0 {
+		if pd == nil || pd.dev != mr.pd.dev {
+			return fmt.Errorf("%w: protection domain of another device", ErrInvalidArgument)
+		}
+		if err := pd.life.acquire(); err != nil {
+			return err
+		}
+		ppd = pd.p
+	}
+	if err := rr.Reregister(flags, ppd, buf, access, nil); err != nil {
+		if flags&ReregPD != 0 {
+			pd.life.release()
+		}
+		return err
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if flags&ReregPD != 0 {
+		mr.pd.life.release()
+		mr.pd = pd
+	}
+	if flags&ReregTranslation != 0 {
+		mr.buf = buf
+	}
+	return nil
 }

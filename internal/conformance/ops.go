@@ -13,7 +13,7 @@ var sendTests = []test{
 	{"SendScatterGather", testSendScatterGather},
 	{"SendInline", testSendInline},
 	{"SendTooLong", testSendTooLong},
-	{"SendWithInvalidate", testSendWithInvalidate},
+	{"SendWithInvalidateBadKey", testSendWithInvalidateBadKey},
 	{"ZeroLength", testZeroLength},
 }
 
@@ -116,11 +116,10 @@ func testSendTooLong(t *testing.T, e *Env) {
 	c.waitPeerState(verbs.StateErr)
 }
 
-// testSendWithInvalidate invalidates a type 2 window at the peer... which
-// the peer cannot bind through the Peer interface; instead it checks the
-// failure path: invalidating a key that names no window is an invalid
-// request and leaves the region usable by nobody but its owner.
-func testSendWithInvalidate(t *testing.T, e *Env) {
+// testSendWithInvalidateBadKey: a SEND_WITH_INV naming a key that is not a
+// bound type 2 window (here a region's rkey) is an invalid request at both
+// ends. The successful case is in mw.go.
+func testSendWithInvalidateBadKey(t *testing.T, e *Env) {
 	needOp(t, e, verbs.OpSendWithInv)
 	c := connect(t, e, ConnOpts{})
 	src := c.mr(8, verbs.AccessLocalWrite)

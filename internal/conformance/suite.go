@@ -49,7 +49,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		objectTests, registrationTests, stateTests, postTests,
 		sendTests, oneSidedTests, atomicTests, flushTests,
 		violationTests, completionTests, errorTests, orderTests,
-		cqTests, cmTests,
+		cqTests, cmTests, windowTests,
 	}
 	for _, g := range groups {
 		for _, tc := range g {
