@@ -21,6 +21,7 @@ var CSVHeader = []string{
 	"duration_s", "placement", "qps", "threads", "samples_grown",
 	"baseline_test", "baseline_transport", "baseline_metric", "baseline_ratio",
 	"remote_cpu_note",
+	"peers", "bidir", "fan_in", "validated", "ops_per_s", "method",
 }
 
 // CSVWriter writes results as CSV, [CSVHeader] first.
@@ -58,7 +59,16 @@ func csvRow(r *Result) []string {
 	row = append(row, cpuCells(r.CPU)...)
 	row = append(row, optFloat(r.Seconds), r.Placement, optInt(r.QPs), optInt(r.Threads), optInt(r.Overflow))
 	row = append(row, baselineCells(r.Baseline)...)
-	return append(row, r.RemoteCPUNote)
+	row = append(row, r.RemoteCPUNote)
+	return append(row, optInt(r.Peers), optBool(r.Bidir), optBool(r.FanIn), optBool(r.Validated),
+		optFloat(r.OpsPerS), r.Method)
+}
+
+func optBool(b bool) string {
+	if !b {
+		return ""
+	}
+	return "true"
 }
 
 func latencyCells(l *Latency) []string {

@@ -24,9 +24,15 @@ type Result struct {
 
 	// Optional context.
 	Seconds       float64   `json:"duration_s,omitempty"`      // wall time of the measured part
-	Placement     string    `json:"placement,omitempty"`       // e.g. "same-host", "cross-host"
-	QPs           int       `json:"qps,omitempty"`             // queue pairs (or connections)
-	Threads       int       `json:"threads,omitempty"`         // sending threads
+	Placement     string    `json:"placement,omitempty"`       // "one-process", "same-host", "cross-host"
+	QPs           int       `json:"qps,omitempty"`             // queue pairs (or connections), all peers together
+	Threads       int       `json:"threads,omitempty"`         // threads per device
+	Peers         int       `json:"peers,omitempty"`           // peer devices, when more than one was asked for
+	Bidir         bool      `json:"bidir,omitempty"`           // both directions at once; rates are the sum
+	FanIn         bool      `json:"fan_in,omitempty"`          // the peers initiated, towards this side
+	Validated     bool      `json:"validated,omitempty"`       // every byte was checked (slower than a plain run)
+	Method        string    `json:"method,omitempty"`          // how the test measured, e.g. how a WRITE was detected
+	OpsPerS       float64   `json:"ops_per_s,omitempty"`       // operations per second, where that is the figure (setup: connections/s)
 	RemoteCPUNote string    `json:"remote_cpu_note,omitempty"` // e.g. "software transport: the remote adapter is the remote CPU"
 	Overflow      int       `json:"samples_grown,omitempty"`   // latency samples recorded past the pre-allocation
 	Baseline      *Baseline `json:"baseline,omitempty"`        // see [Result.CompareTo]

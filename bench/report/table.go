@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -113,19 +114,84 @@ func pair(format string, local float64, remote *float64) string {
 	return fmt.Sprintf(format, local) + " / " + r
 }
 
-// writeNotes lists each distinct remote CPU note once, and the results
-// whose recorder grew past its pre-allocation.
+// writeNotes lists each distinct remote CPU note, method and run shape
+// once, with the results it applies to; then the rate of results whose rate
+// is the figure, and the results whose recorder grew past its
+// pre-allocation.
 func writeNotes(sb *strings.Builder, results []Result) {
-	seen := map[string]bool{}
+	var g noteGroups
 	for i := range results {
 		r := &results[i]
-		if n := r.RemoteCPUNote; n != "" && !seen[r.Transport+n] {
-			seen[r.Transport+n] = true
-			fmt.Fprintf(sb, "note: %s: %s\n", r.Transport, n)
+		for n := range strings.SplitSeq(r.RemoteCPUNote, "; ") {
+			g.add(n, r.Transport)
+		}
+		g.add(r.Method, r.Test+" "+r.Transport)
+		g.add(shapeOf(r), r.Test+" "+r.Transport)
+	}
+	g.write(sb)
+	for i := range results {
+		r := &results[i]
+		if r.OpsPerS > 0 {
+			fmt.Fprintf(sb, "note: %s: %.0f per second\n", r.Label(), r.OpsPerS)
 		}
 		if r.Overflow > 0 {
 			fmt.Fprintf(sb, "note: %s: %d samples beyond the pre-allocation (storage grew during the run)\n",
 				r.Label(), r.Overflow)
 		}
 	}
+}
+
+// noteGroups collects notes in first-seen order, each with the distinct
+// subjects it applies to.
+type noteGroups struct {
+	texts    []string
+	subjects map[string][]string
+}
+
+func (g *noteGroups) add(text, subject string) {
+	if text == "" {
+		return
+	}
+	if g.subjects == nil {
+		g.subjects = map[string][]string{}
+	}
+	subs, ok := g.subjects[text]
+	if !ok {
+		g.texts = append(g.texts, text)
+	}
+	if !slices.Contains(subs, subject) {
+		g.subjects[text] = append(subs, subject)
+	}
+}
+
+func (g *noteGroups) write(sb *strings.Builder) {
+	for _, t := range g.texts {
+		fmt.Fprintf(sb, "note: %s: %s\n", strings.Join(g.subjects[t], ", "), t)
+	}
+}
+
+// shapeOf describes a run that is more than one connection in one
+// direction: "4 QPs, 2 threads, 2 peers, fan-in, bidirectional (sum),
+// validated".
+func shapeOf(r *Result) string {
+	var parts []string
+	if r.QPs > 1 {
+		parts = append(parts, fmt.Sprintf("%d QPs", r.QPs))
+	}
+	if r.Threads > 1 {
+		parts = append(parts, fmt.Sprintf("%d threads", r.Threads))
+	}
+	if r.Peers > 1 {
+		parts = append(parts, fmt.Sprintf("%d peers", r.Peers))
+	}
+	if r.FanIn {
+		parts = append(parts, "fan-in")
+	}
+	if r.Bidir {
+		parts = append(parts, "bidirectional (rates are the sum)")
+	}
+	if r.Validated {
+		parts = append(parts, "validated (every byte checked)")
+	}
+	return strings.Join(parts, ", ")
 }

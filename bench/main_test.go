@@ -1,0 +1,11 @@
+package bench
+
+import (
+	"testing"
+
+	"goverbs/internal/leakcheck"
+)
+
+// TestMain fails the tests if a run leaves goroutines behind: every
+// session, listener, connection and worker must end with its run.
+func TestMain(m *testing.M) { leakcheck.Main(m) }

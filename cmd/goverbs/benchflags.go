@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"goverbs/bench"
+	"goverbs/bench/report"
+)
+
+// benchFlags are goverbs bench's flags and where they land.
+type benchFlags struct {
+	fs  *flag.FlagSet
+	cfg bench.Config
+
+	tests      listFlag
+	sizes      report.Sizes
+	all        bool
+	warmup     warmupFlag
+	inline     inlineFlag
+	poll       bool
+	events     bool
+	fan        string
+	thresholds report.Thresholds
+
+	json, csv  bool
+	output     string
+	plot       string
+	histogram  bool
+	listen     string
+	connect    string
+	listTests  bool
+	noProgress bool
+}
+
+func newBenchFlags() *benchFlags {
+	f := &benchFlags{fs: flag.NewFlagSet("bench", flag.ContinueOnError)}
+	fs, c := f.fs, &f.cfg
+	fs.Var(&f.tests, "test", "`tests` to run, comma-separated or repeated (see --list); also all, lat, bw")
+	fs.BoolVar(&f.listTests, "list", false, "list the tests and transports, and exit")
+	fs.BoolVar(&c.NoBaseline, "no-baseline", false, "leave out the TCP baseline added beside RDMA latency and bandwidth tests")
+	fs.StringVar(&c.Transport, "transport", bench.DefaultTransport, "RDMA `transport`: "+bench.TransportNames())
+	fs.Var(&f.sizes, "size", "message `sizes` in bytes, K/M/G suffixes, comma-separated (default 8 for latency, 64K for bandwidth)")
+	fs.BoolVar(&f.all, "all", false, "every power-of-two size from 2 B to 8 MiB (perftest -a)")
+	fs.IntVar(&c.Iters, "iters", 0, "`N` measured operations per QP (default 10000 latency, 5000 bandwidth, 1000 reg/setup)")
+	fs.DurationVar(&c.Duration, "duration", 0, "measure each test and size for this `duration` instead of --iters, e.g. 5s")
+	fs.Var(&f.warmup, "warmup", "unmeasured warm-up: `N` iterations (200) or a duration (1s); 0 for none (default a tenth of the measurement)")
+	fs.IntVar(&c.TxDepth, "tx-depth", 0, "`N` operations in flight per QP (default 128 bandwidth, 1 latency)")
+	fs.IntVar(&c.RxDepth, "rx-depth", 0, "`N` receives kept posted per QP, at least 16 (default 512 bandwidth, 16 latency)")
+	fs.IntVar(&c.CQMod, "cq-mod", 0, "`N` send WRs per signalled completion (default 100 bandwidth, capped at --tx-depth; 1 latency)")
+	fs.Var(&f.inline, "inline", "send SEND/WRITE payloads of up to `N` bytes inline; 0 never (default 220 latency, 0 bandwidth)")
+	fs.BoolVar(&f.poll, "poll", false, "busy-poll completion queues (the default)")
+	fs.BoolVar(&f.events, "events", false, "block on completion queues (CQ.Wait) instead of busy-polling")
+	fs.IntVar(&c.QPs, "qps", 1, "`N` connections (QPs, or sockets) to each peer")
+	fs.IntVar(&c.Threads, "threads", 1, "`N` goroutines driving each device's QPs (tcp-bw: one per connection)")
+	fs.IntVar(&c.Peers, "peers", 1, "`N` peer devices: fan-out from this side, or fan-in with --fan in")
+	fs.StringVar(&f.fan, "fan", "out", "with several peers: `out` (this side initiates) or in (the peers do)")
+	fs.BoolVar(&c.Bidir, "bidir", false, "bandwidth tests in both directions at once (rates are the sum)")
+	fs.BoolVar(&c.Validate, "validate", false, "check every byte of every message at its receiver")
+	fs.StringVar(&c.Atomic, "atomic", "fadd", "`op` of atomic-lat and atomic-bw: fadd or cas")
+	fs.DurationVar(&c.Stall, "stall", 30*time.Second, "fail when a test makes no progress for this `long`")
+	fs.Var(&f.thresholds, "threshold", "`conditions` every result must meet, e.g. 'p99<20us,bw>1GB/s'; exit 1 if not")
+	fs.BoolVar(&f.json, "json", false, "write results as JSON lines, one per (test, size), instead of the table")
+	fs.BoolVar(&f.csv, "csv", false, "write results as CSV instead of the table")
+	fs.StringVar(&f.output, "output", "", "write --json or --csv output to this `file` instead of stdout")
+	fs.StringVar(&f.plot, "plot", "", "draw latency CDFs or bandwidth against size, RDMA beside TCP, to `FILE`.svg or FILE.png")
+	fs.BoolVar(&f.histogram, "histogram", false, "print a log-bucket histogram of every latency result")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress line on a terminal")
+	fs.StringVar(&f.listen, "listen", "", "serve one run for a client at `ADDR` (e.g. :18515); the client's flags decide the run")
+	fs.StringVar(&f.connect, "connect", "", "run against a server started with --listen at `ADDR` (host:port)")
+	return f
+}
+
+// parseBench parses goverbs bench's command line into a configuration.
+func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, error) {
+	f := newBenchFlags()
+	if err := parse(f.fs, "bench", args, printBenchUsage, stdout, stderr); err != nil {
+		return nil, err
+	}
+	return f, f.finish()
+}
+
+// finish checks combinations and moves the flags into the configuration.
+func (f *benchFlags) finish() error {
+	bad := func(format string, args ...any) error {
+		return &UsageError{Cmd: "bench", Err: fmt.Errorf(format, args...)}
+	}
+	c := &f.cfg
+	c.Tests = f.tests
+	switch {
+	case f.all && len(f.sizes) > 0:
+		return bad("--all and --size exclude each other")
+	case f.all:
+		c.Sizes = report.AllSizes()
+	default:
+		c.Sizes = f.sizes
+	}
+	if f.poll && f.events {
+		return bad("--poll and --events exclude each other")
+	}
+	c.Events = f.events
+	c.Warmup = f.warmup.w
+	c.Inline, c.NoInline = f.inline.n, f.inline.set && f.inline.n == 0
+	switch f.fan {
+	case "out":
+	case "in":
+		c.FanIn = true
+	default:
+		return bad("--fan %q: want in or out", f.fan)
+	}
+	if f.json && f.csv {
+		return bad("--json and --csv exclude each other")
+	}
+	if f.output != "" && !f.json && !f.csv {
+		return bad("--output needs --json or --csv")
+	}
+	if f.listen != "" && f.connect != "" {
+		return bad("--listen and --connect exclude each other")
+	}
+	if f.listen == "" {
+		if err := c.Check(); err != nil {
+			return &UsageError{Cmd: "bench", Err: err}
+		}
+	}
+	return nil
+}
+
+// listFlag collects comma-separated or repeated names.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// warmupFlag reads --warmup: a number of iterations, a duration, or 0.
+type warmupFlag struct{ w bench.Warmup }
+
+func (f *warmupFlag) String() string {
+	switch {
+	case f.w.None:
+		return "0"
+	case f.w.Time > 0:
+		return f.w.Time.String()
+	case f.w.Iters > 0:
+		return strconv.Itoa(f.w.Iters)
+	}
+	return ""
+}
+
+func (f *warmupFlag) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 {
+			return errors.New("negative warm-up")
+		}
+		f.w = bench.Warmup{Iters: n, None: n == 0}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a number of iterations or a duration such as 500ms, not %q", s)
+	}
+	f.w = bench.Warmup{Time: d, None: d == 0}
+	return nil
+}
+
+// inlineFlag reads --inline N, remembering whether it was given (0 then
+// means never, while absent means the default).
+type inlineFlag struct {
+	n   int
+	set bool
+}
+
+func (f *inlineFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *inlineFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a number of bytes, not %q", s)
+	}
+	f.n, f.set = n, true
+	return nil
+}

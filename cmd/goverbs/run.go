@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"goverbs/bench"
+	"goverbs/bench/report"
+)
+
+// Exit statuses.
+const (
+	exitOK        = 0
+	exitThreshold = 1 // a --threshold was not met
+	exitUsage     = 2 // bad command line
+	exitFailure   = 3 // the run failed
+)
+
+// UsageError is a command line that cannot be run; main exits with
+// status 2 and the usage hint.
+type UsageError struct {
+	Cmd string // "bench", "info", ... or "" for the top level
+	Err error
+}
+
+func (e *UsageError) Error() string {
+	hint := "goverbs help"
+	if e.Cmd != "" {
+		hint = "goverbs " + e.Cmd + " -h"
+	}
+	return fmt.Sprintf("%v (see %s)", e.Err, hint)
+}
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// errHelp is returned after usage was printed on request: not an error,
+// exit status 0.
+var errHelp = errors.New("help requested")
+
+// exitCode maps run's error to the process's exit status.
+func exitCode(err error) int {
+	var te *report.ThresholdError
+	var ue *UsageError
+	var ce *bench.ConfigError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &te):
+		return exitThreshold
+	case errors.As(err, &ue), errors.As(err, &ce):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// run is the whole command: args without the program name. It writes
+// results to stdout and diagnostics to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topUsage)
+		return &UsageError{Err: errors.New("no command")}
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "bench":
+		if len(rest) > 0 && rest[0] == "project" {
+			return projectCmd(rest[1:], stdout, stderr)
+		}
+		return benchCmd(ctx, rest, stdout, stderr)
+	case "info":
+		return infoCmd(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return helpCmd(rest, stdout)
+	default:
+		fmt.Fprint(stderr, topUsage)
+		return &UsageError{Err: fmt.Errorf("unknown command %q", cmd)}
+	}
+}
+
+const topUsage = `goverbs: RDMA verbs in pure Go, and the tools to measure whether they help.
+
+Usage:
+  goverbs bench [flags]           latency, bandwidth, registration and setup, beside TCP
+  goverbs bench project [flags]   what a faster transfer buys a step (Amdahl)
+  goverbs info [flags]            transports and devices: capabilities, software or hardware
+  goverbs help [command]          this text, or a command's flags
+
+Start with: goverbs bench
+`
+
+// helpCmd prints the usage of a command.
+func helpCmd(args []string, stdout io.Writer) error {
+	switch strings.Join(args, " ") {
+	case "":
+		fmt.Fprint(stdout, topUsage)
+	case "bench":
+		printBenchUsage(stdout)
+	case "bench project", "project":
+		printProjectUsage(stdout)
+	case "info":
+		printInfoUsage(stdout)
+	default:
+		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
+	}
+	return nil
+}
+
+// parse parses a command's flags; -h prints its usage to stdout and ends
+// the command with errHelp, a bad flag is a UsageError. Positional
+// arguments are refused.
+func parse(fs *flag.FlagSet, cmd string, args []string, usage func(io.Writer), stdout, stderr io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return errHelp
+		}
+		return &UsageError{Cmd: cmd, Err: err}
+	}
+	if fs.NArg() > 0 {
+		return &UsageError{Cmd: cmd, Err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
