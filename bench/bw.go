@@ -177,7 +177,7 @@ func (w *worker) finish(op verbs.Opcode, last bool) error {
 				return err
 			}
 		}
-		if last && op == verbs.OpSend {
+		if last && (op == verbs.OpSend || w.bidir && w.windowed(op)) {
 			if err := c.postControl(codeEnd, 0); err != nil {
 				return err
 			}

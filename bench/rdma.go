@@ -152,6 +152,7 @@ func (s *rdmaSession) jobs(tr *trial, g *gate) []job {
 	for _, d := range s.devs {
 		for _, w := range d.workers {
 			w.op = s.op()
+			w.bidir = s.cfg.Bidir
 			if s.active {
 				pt := &part{}
 				js = append(js, job{active: true, part: pt, run: s.activeJob(w, tr, g, pt)})
@@ -174,10 +175,12 @@ func (s *rdmaSession) op() verbs.Opcode {
 	return s.test.Op
 }
 
-// bidirSend reports a SEND stream in both directions: its initiators also
-// receive, until the peer's end marker.
-func (s *rdmaSession) bidirSend() bool {
-	return s.cfg.Bidir && s.test.Kind == Bandwidth && s.test.Op == verbs.OpSend
+// bidirServes reports a stream in both directions whose initiators also
+// serve the peer's stream until its end marker: SEND receives and credits,
+// or the acknowledgements of a validated WRITE stream's windows. A side
+// that stopped serving when its own stream ended would stall the peer.
+func (s *rdmaSession) bidirServes(w *worker) bool {
+	return s.cfg.Bidir && s.test.Kind == Bandwidth && (s.test.Op == verbs.OpSend || w.windowed(s.test.Op))
 }
 
 // activeJob warms up, meets the gate, and measures.
@@ -200,7 +203,7 @@ func (s *rdmaSession) activeJob(w *worker, tr *trial, g *gate, pt *part) func(co
 		}
 		pt.msgs, err = s.phase(w, g.measured(tr), rec, true)
 		pt.end = stats.Mono()
-		for err == nil && s.bidirSend() && !w.allEnded() {
+		for err == nil && s.bidirServes(w) && !w.allEnded() {
 			err = w.turn(false, "the peer's end marker")
 		}
 		return err

@@ -24,7 +24,10 @@ type worker struct {
 	ctx    context.Context
 	// validate checks the payload of every received message.
 	validate bool
-	test     string
+	// bidir: the peer streams too, so a stream ends with an end marker
+	// the peer waits for before it stops serving this side.
+	bidir bool
+	test  string
 	op       verbs.Opcode // the operation the test measures
 }
 
