@@ -96,6 +96,9 @@ type LocalPeer struct {
 	Addr string
 	// Dir holds file-backed regions.
 	Dir string
+	// Memfd registers regions over mem.Alloc memory (memfd-backed on
+	// Linux, so a same-host peer can map them) instead of Go memory.
+	Memfd bool
 
 	mu   sync.Mutex
 	pds  []*verbs.PD

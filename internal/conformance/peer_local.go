@@ -94,14 +94,20 @@ func (p *LocalPeer) RegMR(spec MRSpec) (MRInfo, error) {
 	id := p.id()
 	p.mu.Unlock()
 	lm := &localMR{}
-	if spec.File {
-		r, err := mem.MapFile(filepath.Join(p.Dir, "mr"+strconv.Itoa(id)), spec.Size)
+	switch {
+	case spec.File || p.Memfd:
+		var r *mem.Region
+		if spec.File {
+			r, err = mem.MapFile(filepath.Join(p.Dir, "mr"+strconv.Itoa(id)), spec.Size)
+		} else {
+			r, err = mem.Alloc(spec.Size)
+		}
 		if err != nil {
 			return MRInfo{}, err
 		}
 		lm.mem = r
 		lm.mr, err = pd.RegisterMemory(r, spec.Access)
-	} else {
+	default:
 		lm.mr, err = pd.RegisterMR(make([]byte, spec.Size), spec.Access)
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ const peerEnv = "GOVERBS_CONFORMANCE_PEER"
 // MaybeServePeer serves a Peer and exits if this process was started by
 // StartRemotePeer; otherwise it returns at once. open makes the peer's
 // device and returns it with the address to listen on.
-func MaybeServePeer(open func() (*verbs.Device, string, error)) {
+func MaybeServePeer(open func() (*verbs.Device, string, error), opts ...PeerOption) {
 	if os.Getenv(peerEnv) != "1" {
 		return
 	}
@@ -49,8 +50,12 @@ func MaybeServePeer(open func() (*verbs.Device, string, error)) {
 		fmt.Fprintln(os.Stderr, "conformance peer:", err)
 		os.Exit(3)
 	}
+	peer := NewLocalPeer(dev, addr, dir)
+	for _, o := range opts {
+		o(peer)
+	}
 	srv := rpc.NewServer()
-	if err := srv.RegisterName("Peer", &peerService{p: NewLocalPeer(dev, addr, dir)}); err != nil {
+	if err := srv.RegisterName("Peer", &peerService{p: peer}); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance peer:", err)
 		os.Exit(3)
 	}
@@ -68,18 +73,30 @@ func (stdio) Close() error                { return os.Stdout.Close() }
 
 // RemotePeer is a Peer in a child process.
 type RemotePeer struct {
-	cmd    *exec.Cmd
-	client *rpc.Client
-	caps   verbs.Caps
-	once   sync.Once
+	cmd     *exec.Cmd
+	client  *rpc.Client
+	caps    verbs.Caps
+	once    sync.Once
+	killed  atomic.Bool
+	exitErr error
 }
+
+// PeerOption configures the LocalPeer a peer process serves.
+type PeerOption func(*LocalPeer)
+
+// WithMemfd makes the peer register regions over mem.Alloc memory
+// (memfd-backed on Linux) instead of Go memory, for transports that reach
+// such memory directly.
+func WithMemfd() PeerOption { return func(p *LocalPeer) { p.Memfd = true } }
 
 // StartRemotePeer re-executes the test binary as a peer process and stops it
 // when the test ends.
 func StartRemotePeer(t *testing.T) *RemotePeer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), peerEnv+"=1")
+	// The child exits at once after Close: under -race the detector would
+	// otherwise sleep a second at exit, per peer.
+	cmd.Env = append(os.Environ(), peerEnv+"=1", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	noErr(t, err)
@@ -87,7 +104,11 @@ func StartRemotePeer(t *testing.T) *RemotePeer {
 	noErr(t, err)
 	noErr(t, cmd.Start())
 	p := &RemotePeer{cmd: cmd, client: rpc.NewClient(pipe{stdout, stdin})}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("peer process: %v", err)
+		}
+	})
 	noErr(t, p.client.Call("Peer.Caps", 0, &p.caps))
 	return p
 }
@@ -117,7 +138,7 @@ func (p *RemotePeer) Listen() (string, error) {
 
 func (p *RemotePeer) Accept(ctx context.Context, cfg QPConfig, reply Reply) (Accepted, error) {
 	var acc Accepted
-	args := acceptArgs{Cfg: cfg, Reply: reply}
+	args := AcceptArgs{Cfg: cfg, Reply: reply}
 	if d, ok := ctx.Deadline(); ok {
 		args.Timeout = time.Until(d)
 	}
@@ -132,25 +153,25 @@ func (p *RemotePeer) RegMR(spec MRSpec) (MRInfo, error) {
 func (p *RemotePeer) DeregMR(id int) error { return p.call("DeregMR", id, new(int)) }
 
 func (p *RemotePeer) WriteMem(id, off int, b []byte) error {
-	return p.call("WriteMem", memArgs{ID: id, Off: off, Data: b}, new(int))
+	return p.call("WriteMem", MemArgs{ID: id, Off: off, Data: b}, new(int))
 }
 
 func (p *RemotePeer) ReadMem(id, off, n int) ([]byte, error) {
 	var b []byte
-	return b, p.call("ReadMem", memArgs{ID: id, Off: off, N: n}, &b)
+	return b, p.call("ReadMem", MemArgs{ID: id, Off: off, N: n}, &b)
 }
 
 func (p *RemotePeer) PostRecv(qp int, wrs []verbs.RecvWR) error {
-	return p.call("PostRecv", postArgs{QP: qp, Recv: wrs}, new(int))
+	return p.call("PostRecv", PostArgs{QP: qp, Recv: wrs}, new(int))
 }
 
 func (p *RemotePeer) PostSend(qp int, wrs []verbs.SendWR) error {
-	return p.call("PostSend", postArgs{QP: qp, Send: wrs}, new(int))
+	return p.call("PostSend", PostArgs{QP: qp, Send: wrs}, new(int))
 }
 
 func (p *RemotePeer) Poll(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion, error) {
 	var wcs []verbs.WorkCompletion
-	return wcs, p.call("Poll", pollArgs{QP: qp, N: n, Timeout: timeout}, &wcs)
+	return wcs, p.call("Poll", PollArgs{QP: qp, N: n, Timeout: timeout}, &wcs)
 }
 
 func (p *RemotePeer) Query(qp int) (verbs.QPAttr, error) {
@@ -159,7 +180,7 @@ func (p *RemotePeer) Query(qp int) (verbs.QPAttr, error) {
 }
 
 func (p *RemotePeer) Modify(qp int, attr verbs.QPAttr, mask verbs.AttrMask) error {
-	return p.call("Modify", modifyArgs{QP: qp, Attr: attr, Mask: mask}, new(int))
+	return p.call("Modify", ModifyArgs{QP: qp, Attr: attr, Mask: mask}, new(int))
 }
 
 func (p *RemotePeer) Disconnect(qp int) error { return p.call("Disconnect", qp, new(int)) }
@@ -167,51 +188,66 @@ func (p *RemotePeer) CloseQP(qp int) error    { return p.call("CloseQP", qp, new
 
 // Kill sends SIGKILL to the peer process and waits for it to die.
 func (p *RemotePeer) Kill() error {
+	p.killed.Store(true)
 	err := p.cmd.Process.Kill()
 	p.cmd.Wait()
 	return err
 }
 
-// Close ends the peer process.
+// Close ends the peer process. It reports a peer that exited with an error
+// (a data race the detector found there exits with status 66) unless the
+// test killed it.
 func (p *RemotePeer) Close() error {
 	p.once.Do(func() {
 		p.call("Close", 0, new(int))
 		p.client.Close()
-		done := make(chan struct{})
-		go func() { p.cmd.Wait(); close(done) }()
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil && !p.killed.Load() {
+				p.exitErr = fmt.Errorf("exited with %w", err)
+			}
 		case <-time.After(5 * time.Second):
 			p.cmd.Process.Kill()
 			<-done
+			p.exitErr = errors.New("did not exit within 5s of Close; killed")
 		}
 	})
-	return nil
+	return p.exitErr
 }
 
-type acceptArgs struct {
+// The argument types of the peer's RPC methods. They are exported because
+// net/rpc only serves methods whose argument types are.
+
+// AcceptArgs are Peer.Accept's arguments.
+type AcceptArgs struct {
 	Cfg     QPConfig
 	Reply   Reply
 	Timeout time.Duration
 }
 
-type memArgs struct {
+// MemArgs are WriteMem's and ReadMem's arguments.
+type MemArgs struct {
 	ID, Off, N int
 	Data       []byte
 }
 
-type postArgs struct {
+// PostArgs are PostSend's and PostRecv's arguments.
+type PostArgs struct {
 	QP   int
 	Send []verbs.SendWR
 	Recv []verbs.RecvWR
 }
 
-type pollArgs struct {
+// PollArgs are Poll's arguments.
+type PollArgs struct {
 	QP, N   int
 	Timeout time.Duration
 }
 
-type modifyArgs struct {
+// ModifyArgs are Modify's arguments.
+type ModifyArgs struct {
 	QP   int
 	Attr verbs.QPAttr
 	Mask verbs.AttrMask
@@ -227,7 +263,7 @@ func (s *peerService) Listen(_ int, addr *string) (err error) {
 	return err
 }
 
-func (s *peerService) Accept(a acceptArgs, acc *Accepted) (err error) {
+func (s *peerService) Accept(a AcceptArgs, acc *Accepted) (err error) {
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if a.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
@@ -244,17 +280,17 @@ func (s *peerService) RegMR(spec MRSpec, m *MRInfo) (err error) {
 
 func (s *peerService) DeregMR(id int, _ *int) error { return s.p.DeregMR(id) }
 
-func (s *peerService) WriteMem(a memArgs, _ *int) error { return s.p.WriteMem(a.ID, a.Off, a.Data) }
+func (s *peerService) WriteMem(a MemArgs, _ *int) error { return s.p.WriteMem(a.ID, a.Off, a.Data) }
 
-func (s *peerService) ReadMem(a memArgs, b *[]byte) (err error) {
+func (s *peerService) ReadMem(a MemArgs, b *[]byte) (err error) {
 	*b, err = s.p.ReadMem(a.ID, a.Off, a.N)
 	return err
 }
 
-func (s *peerService) PostRecv(a postArgs, _ *int) error { return s.p.PostRecv(a.QP, a.Recv) }
-func (s *peerService) PostSend(a postArgs, _ *int) error { return s.p.PostSend(a.QP, a.Send) }
+func (s *peerService) PostRecv(a PostArgs, _ *int) error { return s.p.PostRecv(a.QP, a.Recv) }
+func (s *peerService) PostSend(a PostArgs, _ *int) error { return s.p.PostSend(a.QP, a.Send) }
 
-func (s *peerService) Poll(a pollArgs, wcs *[]verbs.WorkCompletion) (err error) {
+func (s *peerService) Poll(a PollArgs, wcs *[]verbs.WorkCompletion) (err error) {
 	*wcs, err = s.p.Poll(a.QP, a.N, a.Timeout)
 	return err
 }
@@ -264,7 +300,7 @@ func (s *peerService) Query(qp int, attr *verbs.QPAttr) (err error) {
 	return err
 }
 
-func (s *peerService) Modify(a modifyArgs, _ *int) error { return s.p.Modify(a.QP, a.Attr, a.Mask) }
+func (s *peerService) Modify(a ModifyArgs, _ *int) error { return s.p.Modify(a.QP, a.Attr, a.Mask) }
 func (s *peerService) Disconnect(qp int, _ *int) error   { return s.p.Disconnect(qp) }
 func (s *peerService) CloseQP(qp int, _ *int) error      { return s.p.CloseQP(qp) }
 func (s *peerService) Close(_ int, _ *int) error         { return s.p.Close() }
