@@ -43,8 +43,11 @@ type Link interface {
 }
 
 // Endpoint is a link's side of one connected QP. The device calls its
-// methods without holding any lock, from any goroutine; they must not block
-// for long.
+// methods without holding any lock of its own, from any goroutine; they
+// must not block for long. Errored and SendReady may also be called on the
+// link's own goroutine from within NextSend, CompleteSend, NextRecv and
+// CompleteRecv, so they must not take a lock the link holds around those
+// calls.
 type Endpoint interface {
 	// SendReady says the QP has send WQEs the link may start.
 	SendReady()

@@ -12,8 +12,24 @@ import (
 // blocked queue may move again.
 func (qp *QP) NextSend() *SendWQE {
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	w, failed := qp.nextSendLocked()
+	ep := qp.ep
+	qp.mu.Unlock()
+	if failed && ep != nil {
+		// A WQE finished here moved the QP to ERR: tell the link, as
+		// CompleteSend would, on this goroutine and without our lock.
+		ep.Errored()
+	}
+	return w
+}
+
+// nextSendLocked is NextSend's work; failed reports that it moved the QP to
+// ERR.
+// Precondition: qp.mu is held.
+func (qp *QP) nextSendLocked() (w *SendWQE, failed bool) {
 	q := &qp.sq
+	wasErr := qp.state == provider.StateErr
+	defer func() { failed = !wasErr && qp.state == provider.StateErr }()
 	for qp.state == provider.StateRTS && q.next != q.head {
 		w := q.slot(q.next)
 		rr := w.WR.Opcode.UsesResponderResources()
@@ -22,14 +38,14 @@ func (qp *QP) NextSend() *SendWQE {
 			qp.finishLocalLocked(w, w.preset)
 			continue
 		case w.WR.Flags&provider.SendFence != 0 && q.rdOutstanding > 0:
-			return nil
+			return nil, false
 		case rr && q.rdOutstanding >= int(qp.attr.MaxRdAtomic):
 			if qp.attr.MaxRdAtomic == 0 {
 				// Without an ORD a READ or atomic can never start.
 				qp.finishLocalLocked(w, provider.StatusLocQPOpErr)
 				continue
 			}
-			return nil
+			return nil, false
 		}
 		switch w.WR.Opcode {
 		case provider.OpLocalInv:
@@ -44,9 +60,9 @@ func (qp *QP) NextSend() *SendWQE {
 		if rr {
 			q.rdOutstanding++
 		}
-		return w
+		return w, false
 	}
-	return nil
+	return nil, false
 }
 
 func statusIf(ok bool, fail provider.Status) provider.Status {

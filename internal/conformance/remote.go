@@ -50,12 +50,12 @@ func MaybeServePeer(open func() (*verbs.Device, string, error), opts ...PeerOpti
 		fmt.Fprintln(os.Stderr, "conformance peer:", err)
 		os.Exit(3)
 	}
-	peer := NewLocalPeer(dev, addr, dir)
+	svc := &peerService{p: NewLocalPeer(dev, addr, dir)}
 	for _, o := range opts {
-		o(peer)
+		o(svc)
 	}
 	srv := rpc.NewServer()
-	if err := srv.RegisterName("Peer", &peerService{p: peer}); err != nil {
+	if err := srv.RegisterName("Peer", svc); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance peer:", err)
 		os.Exit(3)
 	}
@@ -81,13 +81,20 @@ type RemotePeer struct {
 	exitErr error
 }
 
-// PeerOption configures the LocalPeer a peer process serves.
-type PeerOption func(*LocalPeer)
+// PeerOption configures a peer process.
+type PeerOption func(*peerService)
 
 // WithMemfd makes the peer register regions over mem.Alloc memory
 // (memfd-backed on Linux) instead of Go memory, for transports that reach
 // such memory directly.
-func WithMemfd() PeerOption { return func(p *LocalPeer) { p.Memfd = true } }
+func WithMemfd() PeerOption { return func(s *peerService) { s.p.Memfd = true } }
+
+// WithCallHook runs hook before and after every call the peer serves. A
+// transport tested under the race detector uses it to order the control
+// pipe with its own traffic (sockets, shared memory), which the detector
+// cannot see: the parent wraps its end with HookPeer and the same kind of
+// hook.
+func WithCallHook(hook func()) PeerOption { return func(s *peerService) { s.hook = hook } }
 
 // StartRemotePeer re-executes the test binary as a peer process and stops it
 // when the test ends.
@@ -253,54 +260,86 @@ type ModifyArgs struct {
 	Mask verbs.AttrMask
 }
 
-// peerService exposes a LocalPeer to net/rpc.
-type peerService struct{ p *LocalPeer }
-
-func (s *peerService) Caps(_ int, c *verbs.Caps) error { *c = s.p.Caps(); return nil }
-
-func (s *peerService) Listen(_ int, addr *string) (err error) {
-	*addr, err = s.p.Listen()
-	return err
+// peerService exposes a LocalPeer to net/rpc. hook, if set, runs before
+// and after every call (see WithCallHook).
+type peerService struct {
+	p    *LocalPeer
+	hook func()
 }
 
-func (s *peerService) Accept(a AcceptArgs, acc *Accepted) (err error) {
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if a.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
+// do runs f between two calls of the hook.
+func (s *peerService) do(f func() error) error {
+	if s.hook != nil {
+		s.hook()
+		defer s.hook()
 	}
-	defer cancel()
-	*acc, err = s.p.Accept(ctx, a.Cfg, a.Reply)
-	return err
+	return f()
 }
 
-func (s *peerService) RegMR(spec MRSpec, m *MRInfo) (err error) {
-	*m, err = s.p.RegMR(spec)
-	return err
+func (s *peerService) Caps(_ int, c *verbs.Caps) error {
+	return s.do(func() error { *c = s.p.Caps(); return nil })
 }
 
-func (s *peerService) DeregMR(id int, _ *int) error { return s.p.DeregMR(id) }
-
-func (s *peerService) WriteMem(a MemArgs, _ *int) error { return s.p.WriteMem(a.ID, a.Off, a.Data) }
-
-func (s *peerService) ReadMem(a MemArgs, b *[]byte) (err error) {
-	*b, err = s.p.ReadMem(a.ID, a.Off, a.N)
-	return err
+func (s *peerService) Listen(_ int, addr *string) error {
+	return s.do(func() (err error) { *addr, err = s.p.Listen(); return err })
 }
 
-func (s *peerService) PostRecv(a PostArgs, _ *int) error { return s.p.PostRecv(a.QP, a.Recv) }
-func (s *peerService) PostSend(a PostArgs, _ *int) error { return s.p.PostSend(a.QP, a.Send) }
-
-func (s *peerService) Poll(a PollArgs, wcs *[]verbs.WorkCompletion) (err error) {
-	*wcs, err = s.p.Poll(a.QP, a.N, a.Timeout)
-	return err
+func (s *peerService) Accept(a AcceptArgs, acc *Accepted) error {
+	return s.do(func() (err error) {
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if a.Timeout > 0 {
+			ctx, cancel = context.WithTimeout(ctx, a.Timeout)
+		}
+		defer cancel()
+		*acc, err = s.p.Accept(ctx, a.Cfg, a.Reply)
+		return err
+	})
 }
 
-func (s *peerService) Query(qp int, attr *verbs.QPAttr) (err error) {
-	*attr, err = s.p.Query(qp)
-	return err
+func (s *peerService) RegMR(spec MRSpec, m *MRInfo) error {
+	return s.do(func() (err error) { *m, err = s.p.RegMR(spec); return err })
 }
 
-func (s *peerService) Modify(a ModifyArgs, _ *int) error { return s.p.Modify(a.QP, a.Attr, a.Mask) }
-func (s *peerService) Disconnect(qp int, _ *int) error   { return s.p.Disconnect(qp) }
-func (s *peerService) CloseQP(qp int, _ *int) error      { return s.p.CloseQP(qp) }
-func (s *peerService) Close(_ int, _ *int) error         { return s.p.Close() }
+func (s *peerService) DeregMR(id int, _ *int) error {
+	return s.do(func() error { return s.p.DeregMR(id) })
+}
+
+func (s *peerService) WriteMem(a MemArgs, _ *int) error {
+	return s.do(func() error { return s.p.WriteMem(a.ID, a.Off, a.Data) })
+}
+
+func (s *peerService) ReadMem(a MemArgs, b *[]byte) error {
+	return s.do(func() (err error) { *b, err = s.p.ReadMem(a.ID, a.Off, a.N); return err })
+}
+
+func (s *peerService) PostRecv(a PostArgs, _ *int) error {
+	return s.do(func() error { return s.p.PostRecv(a.QP, a.Recv) })
+}
+
+func (s *peerService) PostSend(a PostArgs, _ *int) error {
+	return s.do(func() error { return s.p.PostSend(a.QP, a.Send) })
+}
+
+func (s *peerService) Poll(a PollArgs, wcs *[]verbs.WorkCompletion) error {
+	return s.do(func() (err error) { *wcs, err = s.p.Poll(a.QP, a.N, a.Timeout); return err })
+}
+
+func (s *peerService) Query(qp int, attr *verbs.QPAttr) error {
+	return s.do(func() (err error) { *attr, err = s.p.Query(qp); return err })
+}
+
+func (s *peerService) Modify(a ModifyArgs, _ *int) error {
+	return s.do(func() error { return s.p.Modify(a.QP, a.Attr, a.Mask) })
+}
+
+func (s *peerService) Disconnect(qp int, _ *int) error {
+	return s.do(func() error { return s.p.Disconnect(qp) })
+}
+
+func (s *peerService) CloseQP(qp int, _ *int) error {
+	return s.do(func() error { return s.p.CloseQP(qp) })
+}
+
+func (s *peerService) Close(_ int, _ *int) error {
+	return s.do(func() error { return s.p.Close() })
+}
