@@ -1,0 +1,170 @@
+// Package iwarp is goverbs' iWARP transport: RDMA over plain TCP in the
+// standard wire format — MPA (RFC 5044, with the RFC 6581 enhanced start-up
+// and IRD/ORD negotiation), DDP (RFC 5041) and RDMAP (RFC 5040), plus the
+// RFC 7306 atomics and immediate data — so that captures decode in
+// Wireshark and a Linux soft-iWARP (siw) peer can talk to it. It is a link
+// of the software device (package soft): soft owns keys, access checks,
+// queues and completions; this package moves the bytes.
+//
+//	dev, err := verbs.Open(iwarp.New())            // options: iwarp.CRC(true), iwarp.BusyPoll(true), ...
+//	ln, err := dev.Listen("127.0.0.1:0")           // ln.Addr() is the real address
+//	info, err := dev.Dial(ctx, "host:port", qp, verbs.ConnParam{PrivateData: hello})
+//
+// # Data path
+//
+// Each connection has a receive goroutine that parses the TCP stream and a
+// send engine. A sender gathers straight from registered memory into the
+// socket (writev: headers from a scratch slot, payload from the region, no
+// intermediate copy); the receiver reads payload straight from the socket
+// into the target region or receive buffers (readv) after soft has checked
+// the key, bounds and rights, and READs, atomics and FLUSHes are answered
+// by the responder's engine without its application. Small FPDUs, and the
+// bytes a read finds beyond the current FPDU, go through a 256 KiB receive
+// buffer: the read-ahead starts at 4 KiB and doubles while the socket is
+// backed up (fewer system calls, each of which may also send a TCP ACK, for
+// one copy more), and falls back as soon as the receiver keeps up. FPDUs
+// are sized to the path MSS (about 64 KiB on loopback, see FPDUSize). In
+// steady state no message allocates.
+//
+// The send engine runs on the posting goroutine when it is free, with
+// non-blocking writes: a WRITE goes from PostSend to the wire with no
+// goroutine switch. When the socket is full the work passes to the
+// connection's send goroutine, the only one that waits for the socket, so
+// PostSend never blocks on a slow peer.
+//
+// # Waiting: netpoller or busy polling
+//
+// By default every wait parks in the Go netpoller: an idle connection costs
+// no CPU, and a message wakes its receive goroutine as a Go TCP read would.
+// BusyPoll(true) makes the receive goroutine spin on non-blocking reads
+// (yielding with runtime.Gosched between attempts): the lowest latency, at
+// the price of one CPU per connection kept busy even when idle (see
+// docs/bench/iwarp.md for the figures). Applications that choose it should
+// poll their CQs or memory without parking too, and run with GOMAXPROCS
+// above the number of spinning goroutines.
+//
+// # Completions and ordering
+//
+// A WRITE or SEND completes when the peer has placed it: the engine holds
+// the WR until a later response from the peer (a READ's, an atomic's, or a
+// zero-length READ it sends for the purpose, a "probe") proves that the
+// peer handled everything before it, since an iWARP peer handles its
+// inbound stream in order. So Caps.WriteCompletion is CompletionPlaced, and
+// a WRITE that the peer refuses (a bad rkey, a range outside the region)
+// completes with the error itself. Probes are sent after a signalled WR,
+// when a quarter of the send queue waits unsignalled, and 1 ms after the
+// send queue went idle; a probe takes an ORD slot. LocalCompletion(true)
+// gives the adapter convention instead: WRITE and SEND complete when their
+// last byte is handed to TCP (CompletionLocal); a remote error then moves
+// the QP to ERR with an EventQPFatal carrying the peer's Terminate, but the
+// WR that caused it may already have completed successfully. A connection
+// whose peer offers IRD 0 cannot probe and completes locally.
+//
+// A READ completes when the last response byte is placed; an atomic, FLUSH
+// or ATOMIC WRITE when its response arrives. A receive completion of a
+// SEND or of a WRITE_WITH_IMM's immediate data implies every earlier WRITE
+// of the QP is placed (TCP and the in-order receive give it). With CRC on,
+// a large FPDU's payload reaches its target before the CRC at its end is
+// checked: a corrupt FPDU can spoil only bytes the peer was allowed to
+// write, and ends the connection.
+//
+// # RNR: a SEND that finds no receive
+//
+// iWARP has no RNR NAK. An untagged message (SEND, SEND_WITH_IMM, or the
+// immediate data of WRITE_WITH_IMM) that finds no posted receive waits at
+// the receiver for one, up to the RNR budget (RNRBudget, default 1 s); the
+// connection's later messages wait behind it, as TCP orders them. A
+// receive posted meanwhile takes it. When the budget runs out the receiver
+// sends a Terminate (DDP untagged buffer error "no buffer available"), its
+// QP moves to ERR (EventQPRequestErr, outstanding WRs flushed), and the
+// sender's WR completes with StatusRNRRetryExcErr and its QP moves to ERR.
+// QPAttr.RNRRetry and MinRNRTimer are kept but not used. Caps.RNRRule says
+// the same.
+//
+// # Errors and Terminate
+//
+// A protocol violation by the peer — a forged STag, a range outside the
+// region (wraparound included), missing rights, a wrong opcode or queue
+// number, an MSN or MO out of sequence, a ULPDU length that lies, a bad
+// CRC, more READs than the IRD allows, a SEND longer than the receive —
+// is answered with a Terminate carrying the layer, error type and code of
+// RFC 5040 §4.8 (a refused remote access: RDMAP, remote protection, with
+// the code of soft's Fault) and a copy of the offending headers, after
+// which both QPs move to ERR and the connection closes. Memory outside the
+// ranges the checks granted is never touched, and other connections are
+// unaffected. The WR the Terminate blames completes with the status
+// termStatus gives it (a refused access: StatusRemAccessErr; a SEND too
+// long for the receive: StatusRemInvReqErr at the sender and
+// StatusLocLenErr at the receiver) and VendorErr 0x01LLTTCC (layer, type,
+// code); earlier WRs completed, later ones flush. Asynchronous events carry
+// a *TerminateError.
+//
+// A disconnect (QP.Disconnect, Close, an application moving the QP to ERR)
+// ends the stream after the FPDU in progress with a FIN; the peer's QP moves
+// to ERR with EventPeerDisconnected. A peer that closes, resets or dies
+// does the same to ours; a peer that vanishes silently is found by TCP
+// keepalives and TCP_USER_TIMEOUT (30 s). Every outstanding WR completes:
+// the first one the peer never confirmed with StatusRetryExcErr when the
+// peer was lost, the rest with StatusWRFlushErr.
+//
+// # Connection management
+//
+// Listen("host:port") (":0" picks a port; Listener.Addr reports it) and
+// Dial(ctx, addr, qp, param) exchange one MPA Request and Reply: rev 2 with
+// the E flag and the RFC 6581 IRD/ORD block (rev 1 accepted from peers), a
+// zero-length RDMA Write as RTR (P2P), no markers (a peer that asks for them
+// is refused), CRC32c when either side asks (CRC). IRD and ORD are
+// negotiated RFC 6581's relaxed way: each side's ORD is cut to the other's
+// IRD; a zero ConnParam asks for DefaultDepth. Private data travels both
+// ways: at most Caps.MaxPrivateData bytes, which is the 256 bytes Linux siw
+// and cxgb4 accept, less the 4-byte IRD/ORD block, less the 16 bytes of
+// goverbs blocks when they are sent: 236 by default, 252 with
+// CapabilityBlock(false). Reject sends a Reply with R set and private data;
+// the dialer gets a *provider.RejectError carrying it. Every start-up step
+// is bounded: Dial by its context (DialTimeout when it has none), and on the
+// listening side reading a Request and waiting for Accept or Reject by
+// MPATimeout; malformed or hostile frames (a wrong key, markers, revision
+// 3, a PD_Length that lies, a client that dribbles) are refused with an
+// error wrapping provider.ErrProtocol or ErrTimeout, reported to OnRefused
+// on the listening side. At most 256 connections wait for an answer per
+// listener.
+//
+// # Extensions and siw interoperation
+//
+// RFC 7306 defines no flag to negotiate its extensions, so goverbs
+// announces them in a capability block in the MPA private data (package
+// iw), followed by a connection block with the QP number and initial PSN
+// (so that Query reports the peer's QPN, as InfiniBand connections do).
+// Extensions are used only when both peers announced them:
+//
+//   - Atomics (CAS, FETCH_ADD): RFC 7306 Atomic Request/Response on QN 1 and
+//     QN 3, counted against ORD/IRD. The responder honours RFC 7306's masks.
+//   - WRITE_WITH_IMM: an RDMA Write followed by an RFC 7306 Immediate Data
+//     message carrying the 32-bit value in its first 4 bytes (network
+//     order); it consumes a receive, whose byte_len is the WRITE's length.
+//   - SEND_WITH_IMM: RFC 7306 has no such message (its Immediate Data would
+//     consume a second receive), so goverbs uses private RDMAP opcode 0xE
+//     (0xF with the solicited event): a Send whose RsvdULP carries the
+//     value where Send with Invalidate carries its STag.
+//   - FLUSH (0xC) and ATOMIC WRITE (0xD): private RDMAP opcodes on QN 1,
+//     answered by an RFC 7306 Atomic Response; see wireext.go for the
+//     layout. No RFC defines them for iWARP yet.
+//
+// Against a peer that did not announce an extension (Linux siw never
+// does), a WR that needs it completes with StatusLocQPOpErr, VendorErr
+// VendorNotNegotiated plus the feature bit, and an EventQPFatal wrapping
+// ErrExtensionNotNegotiated; these opcodes stay in Caps.Opcodes because
+// they work between goverbs peers. CapabilityBlock(false) leaves the blocks
+// out, for siw peers whose applications would see them as private data.
+//
+// # Concurrency and ownership
+//
+// Registered memory named by a WR belongs to the engine from PostSend to
+// the WR's completion; a responder holds a READ's source range against
+// deregistration only while its bytes move (never while it waits for the
+// socket, so a stalled peer cannot hold up Deregister). All exported API
+// is safe for concurrent use. Internally, the receive goroutine owns the
+// parser state, the send engine's state belongs to whoever holds its
+// mutex, and the two share the flight window and the responder queue under
+// their own locks (see endpoint.go).
+package iwarp

@@ -1,0 +1,290 @@
+package iwarp
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"goverbs/internal/wire/iw"
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// Engine timings.
+const (
+	// termGrace bounds how long a stopping connection keeps writing to get
+	// a Terminate (and the FPDU before it) out to a peer that reads slowly.
+	termGrace = 250 * time.Millisecond
+	// lingerTime bounds how long a stopped connection reads and discards
+	// what the peer still sends, waiting for its FIN, before it closes: a
+	// close with unread data would reset the connection and could destroy
+	// the Terminate in flight.
+	lingerTime = time.Second
+	// probeIdle is how long unconfirmed unsignalled messages wait before a
+	// probe confirms them (and frees their send queue slots).
+	probeIdle = time.Millisecond
+	// userTimeout is TCP_USER_TIMEOUT: how long sent data may stay
+	// unacknowledged before the kernel declares the peer dead.
+	userTimeout = 30 * time.Second
+)
+
+// endpoint is one connected QP: the soft.Endpoint of the iWARP link, and
+// the engine that moves its messages over one TCP connection.
+//
+// Goroutines: the receive goroutine (rxLoop) owns rx and reads the socket;
+// the send engine runs on whichever goroutine holds tx.mu (a poster, the
+// receive goroutine, the probe timer, or the send goroutine txLoop, the
+// only one that may block on the socket). The two share the flight window
+// (fl.mu) and the responder queue (rq.mu). Fields above the first blank
+// line are set before start and read-only afterwards.
+type endpoint struct {
+	link      *link
+	qp        *soft.QP
+	conn      net.Conn
+	raw       *rawSock // nil: the portable path
+	crc       bool
+	ext       iw.Features // extensions both peers announced
+	ird, ord  int
+	maxULPDU  int
+	local     bool // complete plain messages when handed to TCP
+	initiator bool
+	rnrBudget time.Duration
+	remote    string
+
+	tx tx
+	rx rxState
+	fl flight
+	rq respQueue
+
+	gateOpen    atomic.Bool   // the responder may send (RFC 5044 §7.1.1)
+	recvWake    chan struct{} // a receive was posted
+	termPending atomic.Bool   // rx prepared termBuf for the send engine
+	termBuf     [termFPDUMax]byte
+	termLen     int
+
+	stopOnce   sync.Once
+	stopped    atomic.Bool
+	stopCh     chan struct{} // closed when the endpoint starts to stop
+	connLost   atomic.Bool   // the stream failed under us (peer gone)
+	detached   atomic.Bool
+	txDone     chan struct{} // closed when the send engine let go of every WQE and target
+	finished   chan struct{} // closed when the receive goroutine ended
+	life       sync.Mutex    // orders start against Detach
+	started    bool
+	probeTimer *time.Timer
+	probeArmed atomic.Bool
+
+	ctr counters
+}
+
+// endpointParams are what the connection manager negotiated.
+type endpointParams struct {
+	conn      net.Conn
+	crc       bool
+	ext       iw.Features
+	ird, ord  int
+	initiator bool
+}
+
+// newEndpoint builds the engine of qp over a connection whose MPA
+// exchange is done. It is attached with QP.Establish and then started.
+func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
+	cfg := &l.cfg
+	e := &endpoint{
+		link: l, qp: qp, conn: p.conn, crc: p.crc, ext: p.ext, ird: p.ird, ord: p.ord,
+		initiator: p.initiator, rnrBudget: cfg.rnrBudget, remote: p.conn.RemoteAddr().String(),
+		local:    cfg.localCompletion || p.ord == 0,
+		recvWake: make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		txDone:   make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	e.raw = newRawSock(p.conn, cfg.busyPoll)
+	e.maxULPDU = ulpduLimit(cfg.fpduSize, pathMSS(p.conn))
+	e.gateOpen.Store(p.initiator)
+	depth := int(qp.Attr().Cap.MaxSendWR)
+	e.fl.init(depth, p.ord)
+	e.rq.init(p.ird)
+	e.tx.init(p.initiator)
+	e.rx.init()
+	e.probeTimer = time.AfterFunc(time.Hour, e.onProbeTimer)
+	e.probeTimer.Stop()
+	return e
+}
+
+// ulpduLimit is the largest ULPDU to send: the FPDU size asked for, or the
+// path MSS, less framing, pad and CRC.
+func ulpduLimit(fpdu, mss int) int {
+	if fpdu == 0 {
+		fpdu = mss
+	}
+	if fpdu <= 0 {
+		fpdu = 1460
+	}
+	fpdu = min(max(fpdu, MinFPDUSize), MaxFPDUSize)
+	// The largest n with FPDULen(n) = 2 + n + pad + 4 <= fpdu.
+	return min(iw.MaxULPDU, (fpdu-iw.CRCSize)&^3-iw.ULPDULengthSize)
+}
+
+// start launches the receive and send goroutines.
+func (e *endpoint) start() {
+	e.life.Lock()
+	if e.detached.Load() {
+		e.life.Unlock()
+		e.conn.Close()
+		return
+	}
+	e.started = true
+	e.link.track(e, true)
+	go e.rxLoop()
+	go e.txLoop()
+	e.life.Unlock()
+	if e.initiator {
+		e.kick(true) // the RTR goes out at once: the responder waits for it
+	}
+}
+
+// SendReady runs the send engine on the poster's goroutine when it is
+// free; the work never blocks there (see tx.go).
+func (e *endpoint) SendReady() { e.kick(true) }
+
+// RecvReady wakes a receive that waits for a posted receive (the RNR rule).
+func (e *endpoint) RecvReady() {
+	select {
+	case e.recvWake <- struct{}{}:
+	default:
+	}
+}
+
+// Errored starts stopping the connection: the QP is in ERR, so the RDMAP
+// stream ends (RFC 5040 §6.2). WRs the engine took complete once it let go
+// of their memory.
+func (e *endpoint) Errored() { e.stop() }
+
+// Disconnect ends the stream: the peer gets a FIN after the FPDU in
+// progress, and its QP moves to ERR.
+func (e *endpoint) Disconnect() { e.stop() }
+
+// Detach stops the engine and waits until no goroutine of it runs; the
+// connection is closed at once, without lingering.
+func (e *endpoint) Detach() {
+	e.life.Lock()
+	e.detached.Store(true)
+	started := e.started
+	e.life.Unlock()
+	e.stop()
+	e.conn.Close()
+	if started {
+		<-e.finished
+	}
+	e.probeTimer.Stop()
+	e.link.track(e, false)
+}
+
+// stop begins the end of the connection, once: the receive goroutine is
+// interrupted, the send engine is told to finish the FPDU in progress,
+// send the pending Terminate and a FIN, and let go.
+func (e *endpoint) stop() {
+	e.stopOnce.Do(func() {
+		e.stopped.Store(true)
+		close(e.stopCh)
+		now := time.Now()
+		e.conn.SetReadDeadline(now)
+		e.conn.SetWriteDeadline(now.Add(termGrace))
+		e.wakeTx()
+	})
+}
+
+// failConn moves the QP to ERR because the stream failed under us: the
+// peer closed, reset or vanished, or the socket failed.
+func (e *endpoint) failConn(err error) {
+	if e.stopped.Load() {
+		return
+	}
+	e.connLost.Store(true)
+	e.qp.Fail(provider.EventPeerDisconnected, fmt.Errorf("%w: %s: %v", provider.ErrDisconnected, e.remote, err))
+	e.stop()
+}
+
+// retire hands every retirable WQE of the flight window to
+// QP.CompleteSend, in order, outside the window's lock.
+func (e *endpoint) retire() {
+	var out [16]retirement
+	for {
+		e.fl.mu.Lock()
+		n := e.fl.collectLocked(out[:])
+		e.fl.mu.Unlock()
+		for i := range out[:n] {
+			e.qp.CompleteSend(out[i].w, out[i].st, out[i].vendor)
+			out[i] = retirement{}
+		}
+		if n < len(out) {
+			return
+		}
+	}
+}
+
+// finalize completes everything the engine still holds, once both its
+// halves stopped: every open WR of the window, and a receive half filled.
+func (e *endpoint) finalize() {
+	first := provider.StatusWRFlushErr
+	if e.connLost.Load() {
+		first = provider.StatusRetryExcErr
+	}
+	e.fl.mu.Lock()
+	e.fl.abortLocked(first)
+	e.fl.mu.Unlock()
+	e.retire()
+	if rw := e.rx.cur; rw != nil {
+		e.rx.cur = nil
+		e.qp.CompleteRecv(rw, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
+	}
+	e.probeTimer.Stop()
+}
+
+// onProbeTimer asks the send engine for a probe: unsignalled messages have
+// waited probeIdle for a confirmation.
+func (e *endpoint) onProbeTimer() {
+	e.probeArmed.Store(false)
+	e.fl.mu.Lock()
+	e.fl.probeDue = true
+	e.fl.mu.Unlock()
+	e.kick(true)
+}
+
+// counters are the transport counters of a connection.
+type counters struct {
+	txFPDUs, txBytes, rxFPDUs, rxBytes atomic.Uint64
+	rnrWaits, rnrFailures, probes      atomic.Uint64
+	termSent, termRecv                 atomic.Uint64
+}
+
+// Counters implements provider.CounterSource.
+func (e *endpoint) Counters() []provider.Counter {
+	c := &e.ctr
+	b2u := func(b bool) uint64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return []provider.Counter{
+		{Name: "tx_fpdus", Value: c.txFPDUs.Load()},
+		{Name: "tx_bytes", Value: c.txBytes.Load()},
+		{Name: "rx_fpdus", Value: c.rxFPDUs.Load()},
+		{Name: "rx_bytes", Value: c.rxBytes.Load()},
+		{Name: "rnr_waits", Value: c.rnrWaits.Load()},
+		{Name: "rnr_failures", Value: c.rnrFailures.Load()},
+		{Name: "probes", Value: c.probes.Load()},
+		{Name: "terminates_sent", Value: c.termSent.Load()},
+		{Name: "terminates_received", Value: c.termRecv.Load()},
+		{Name: "crc", Value: b2u(e.crc)},
+		{Name: "ird", Value: uint64(e.ird)},
+		{Name: "ord", Value: uint64(e.ord)},
+		{Name: "peer_features", Value: uint64(e.ext)},
+		{Name: "max_ulpdu", Value: uint64(e.maxULPDU)},
+		{Name: "busy_poll", Value: b2u(e.raw != nil && e.raw.busyPoll())},
+	}
+}

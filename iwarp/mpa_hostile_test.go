@@ -1,0 +1,297 @@
+package iwarp_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"goverbs/internal/wire/iw"
+	"goverbs/iwarp"
+	"goverbs/verbs"
+)
+
+// Hostile MPA exchanges: malformed or slow start-up frames are refused
+// with a clear error within the MPA timeout, on either side, never a hang.
+
+const mpaTimeout = 200 * time.Millisecond
+
+// refusals collects what a listener's OnRefused reports.
+type refusals struct {
+	mu   sync.Mutex
+	errs []error
+	ch   chan struct{}
+}
+
+func newRefusals() *refusals { return &refusals{ch: make(chan struct{}, 64)} }
+
+func (r *refusals) add(_ string, err error) {
+	r.mu.Lock()
+	r.errs = append(r.errs, err)
+	r.mu.Unlock()
+	r.ch <- struct{}{}
+}
+
+func (r *refusals) next(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener reported no refusal")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.errs[0]
+	r.errs = r.errs[1:]
+	return err
+}
+
+func request(flags iw.MPAFlags, rev uint8, pd []byte) []byte {
+	return iw.AppendMPAFrame(nil, &iw.MPAFrameFields{Flags: flags, Rev: rev, PrivateData: pd})
+}
+
+func TestHostileMPARequests(t *testing.T) {
+	ref := newRefusals()
+	d := openDev(t, iwarp.MPATimeout(mpaTimeout), iwarp.OnRefused(ref.add))
+	ln := must(d.Listen("127.0.0.1:0"))
+	defer ln.Close()
+	irdord := make([]byte, 4)
+	cases := []struct {
+		name   string
+		send   func(c net.Conn)
+		reply  bool // a Reject Reply comes back before the close
+		target error
+		reason string
+	}{
+		{"bad key", func(c net.Conn) {
+			f := request(0, 2, nil)
+			copy(f, "GET / HTTP/1.1\r\n")
+			c.Write(f)
+		}, false, verbs.ErrProtocol, "key"},
+		{"markers requested", func(c net.Conn) { c.Write(request(iw.MPAMarkers, 1, nil)) }, true, verbs.ErrProtocol, "markers"},
+		{"revision 3", func(c net.Conn) { c.Write(request(0, 3, nil)) }, true, verbs.ErrProtocol, "revision"},
+		{"E flag at revision 1", func(c net.Conn) { c.Write(request(iw.MPAEnhanced, 1, irdord)) }, false, verbs.ErrProtocol, "E flag"},
+		{"PD_Length beyond 512", func(c net.Conn) {
+			f := request(0, 1, nil)
+			binary.BigEndian.PutUint16(f[18:], 600)
+			c.Write(append(f, make([]byte, 600)...))
+		}, false, verbs.ErrProtocol, "private data"},
+		{"PD_Length that lies", func(c net.Conn) {
+			f := request(0, 1, []byte("short"))
+			binary.BigEndian.PutUint16(f[18:], 300)
+			c.Write(f) // and nothing more
+		}, false, verbs.ErrTimeout, "timeout"},
+		{"slowloris", func(c net.Conn) {
+			for _, b := range request(0, 2, irdord) {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(mpaTimeout / 10)
+			}
+		}, false, verbs.ErrTimeout, "timeout"},
+		{"silence", func(net.Conn) {}, false, verbs.ErrTimeout, "timeout"},
+		{"a Reply instead of a Request", func(c net.Conn) {
+			c.Write(iw.AppendMPAFrame(nil, &iw.MPAFrameFields{Reply: true, Rev: 1}))
+		}, true, verbs.ErrProtocol, "MPA Request was due"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			go tc.send(c)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, _ := io.ReadAll(c)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the listener held the connection %v", d)
+			}
+			if tc.reply {
+				if len(got) < iw.MPAHeaderSize || iw.MPAFlags(got[16])&iw.MPAReject == 0 {
+					t.Errorf("no Reject Reply before the close: %x", got)
+				}
+			}
+			err = ref.next(t)
+			if !errors.Is(err, tc.target) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("refusal %q, want one matching %v about %q", err, tc.target, tc.reason)
+			}
+		})
+	}
+	// Nobody answers a well-formed request: it is refused at the timeout.
+	t.Run("unanswered", func(t *testing.T) {
+		c := must(net.Dial("tcp", ln.Addr()))
+		defer c.Close()
+		c.Write(request(iw.MPAEnhanced, 2, irdord))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, _ := io.ReadAll(c)
+		if len(got) < iw.MPAHeaderSize || iw.MPAFlags(got[16])&iw.MPAReject == 0 {
+			t.Errorf("no Reject Reply for an expired request: %x", got)
+		}
+		if err := ref.next(t); !errors.Is(err, verbs.ErrTimeout) {
+			t.Errorf("refusal %v, want a timeout", err)
+		}
+	})
+	// After all that the listener still serves an honest peer.
+	t.Run("honest after", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a := openDev(t)
+		qa, _ := newQP(t, a, must(a.AllocPD()))
+		qb, _ := newQP(t, d, must(d.AllocPD()))
+		done := make(chan error, 1)
+		go func() {
+			req, err := ln.Accept(ctx)
+			if err == nil {
+				_, err = req.Accept(ctx, qb, verbs.ConnParam{})
+			}
+			done <- err
+		}()
+		if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{PrivateData: []byte("hi")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// fakeListener answers each connection with reply(c) after reading the
+// MPA Request.
+func fakeListener(t *testing.T, reply func(c net.Conn)) string {
+	ln := must(net.Listen("tcp", "127.0.0.1:0"))
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				hdr := make([]byte, iw.MPAHeaderSize)
+				if _, err := io.ReadFull(c, hdr); err != nil {
+					return
+				}
+				io.ReadFull(c, make([]byte, binary.BigEndian.Uint16(hdr[18:])))
+				reply(c)
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func reply(flags iw.MPAFlags, rev uint8, pd []byte) []byte {
+	return iw.AppendMPAFrame(nil, &iw.MPAFrameFields{Reply: true, Flags: flags, Rev: rev, PrivateData: pd})
+}
+
+func TestHostileMPAReplies(t *testing.T) {
+	irdord := make([]byte, 4)
+	cases := []struct {
+		name   string
+		reply  func(c net.Conn)
+		target error
+	}{
+		{"bad key", func(c net.Conn) { c.Write(request(0, 2, nil)) }, verbs.ErrProtocol},
+		{"markers", func(c net.Conn) { c.Write(reply(iw.MPAMarkers, 1, nil)) }, verbs.ErrProtocol},
+		{"revision 3", func(c net.Conn) { c.Write(reply(0, 3, nil)) }, verbs.ErrProtocol},
+		{"PD_Length beyond 512", func(c net.Conn) {
+			f := reply(0, 1, nil)
+			binary.BigEndian.PutUint16(f[18:], 1000)
+			c.Write(f)
+		}, verbs.ErrProtocol},
+		{"PD_Length that lies", func(c net.Conn) {
+			f := reply(iw.MPAEnhanced, 2, irdord)
+			binary.BigEndian.PutUint16(f[18:], 200)
+			c.Write(f)
+		}, verbs.ErrTimeout},
+		{"slowloris", func(c net.Conn) {
+			for _, b := range reply(iw.MPAEnhanced, 2, irdord) {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}, verbs.ErrTimeout},
+		{"silence", func(net.Conn) {}, verbs.ErrTimeout},
+		{"hang-up", func(c net.Conn) { c.Close() }, verbs.ErrDisconnected},
+	}
+	d := openDev(t)
+	pd := must(d.AllocPD())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeListener(t, tc.reply)
+			qp, _ := newQP(t, d, pd)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := d.Dial(ctx, addr, qp, verbs.ConnParam{})
+			if !errors.Is(err, tc.target) {
+				t.Errorf("dial: %v, want an error matching %v", err, tc.target)
+			}
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("dial took %v despite a 500ms context", el)
+			}
+			if st := qp.State(); st != verbs.StateReset {
+				t.Errorf("refused dial left the QP in %v", st)
+			}
+		})
+	}
+}
+
+// TestListenerFlood opens more connections than a listener holds
+// unanswered: the excess is closed at once, and the listener then serves
+// an honest peer.
+func TestListenerFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("flood skipped in -short mode")
+	}
+	ref := newRefusals()
+	d := openDev(t, iwarp.MPATimeout(2*time.Second), iwarp.OnRefused(func(r string, err error) {
+		select {
+		case ref.ch <- struct{}{}:
+		default:
+		}
+	}))
+	ln := must(d.Listen("127.0.0.1:0"))
+	defer ln.Close()
+	var conns []net.Conn
+	for range 300 {
+		c, err := net.Dial("tcp", ln.Addr())
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	closed := 0
+	if len(conns) <= 260 {
+		t.Skipf("only %d connections could be opened", len(conns))
+	}
+	for _, c := range conns[260:] {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
+			closed++
+		}
+	}
+	if closed == 0 {
+		t.Errorf("none of the connections beyond the limit was closed")
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

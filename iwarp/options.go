@@ -1,0 +1,152 @@
+package iwarp
+
+import (
+	"net"
+	"time"
+
+	"goverbs/internal/wire/iw"
+)
+
+// Defaults of the options.
+const (
+	// DefaultRNRBudget is how long an untagged message waits at the
+	// receiver for a posted receive (see the package documentation).
+	DefaultRNRBudget = time.Second
+	// DefaultMPATimeout bounds each step of a connection's start-up on the
+	// listening side: reading the MPA Request, and how long an unanswered
+	// request waits for Accept or Reject.
+	DefaultMPATimeout = 5 * time.Second
+	// DefaultDialTimeout bounds a Dial whose context has no deadline.
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultDepth is the IRD and ORD a zero ConnParam asks for.
+	DefaultDepth = 16
+)
+
+// Limits of the FPDU size option.
+const (
+	// MinFPDUSize is the smallest FPDU (on the wire, framing included) the
+	// transport builds: every header must fit with room for payload.
+	MinFPDUSize = 256
+	// MaxFPDUSize is the largest FPDU the 16-bit ULPDU_Length allows,
+	// with pad and CRC.
+	MaxFPDUSize = iw.ULPDULengthSize + iw.MaxULPDU + 1 + iw.CRCSize
+)
+
+// config is the set of options of one provider; devices copy it at Open.
+type config struct {
+	crc             bool
+	busyPoll        bool
+	fpduSize        int // 0: the path MSS
+	rnrBudget       time.Duration
+	mpaTimeout      time.Duration
+	dialTimeout     time.Duration
+	capsBlock       bool
+	localCompletion bool
+	wrap            func(net.Conn) net.Conn
+	onRefused       func(remote string, err error)
+	features        iw.Features
+}
+
+func defaultConfig() config {
+	return config{
+		rnrBudget:   DefaultRNRBudget,
+		mpaTimeout:  DefaultMPATimeout,
+		dialTimeout: DefaultDialTimeout,
+		capsBlock:   true,
+		features:    ourFeatures,
+	}
+}
+
+// Option configures the provider New returns.
+type Option func(*config)
+
+// CRC asks for the MPA CRC32c on every FPDU (RFC 5044 §4.1). CRC is in use
+// on a connection when either side asks, so a peer may turn it on even when
+// this option is off. It costs one CRC32c pass over every byte sent and
+// received (hardware-assisted; see docs/bench/iwarp.md). Default off, as
+// Linux siw.
+func CRC(on bool) Option { return func(c *config) { c.crc = on } }
+
+// BusyPoll selects the busy-polling mode: each connection's receive
+// goroutine spins on non-blocking reads instead of parking in the Go
+// netpoller, and a sender that finds the socket full spins instead of
+// parking. It trades one CPU per connection (kept busy even when idle; the
+// goroutine yields with runtime.Gosched between attempts) for the lowest
+// latency. Applications that busy-poll should also poll their CQs (or
+// memory) without parking. Default off: every wait parks in the netpoller
+// and costs no CPU while idle. Only connections over a *net.TCPConn
+// busy-poll; a connection wrapped by WrapConn always parks.
+func BusyPoll(on bool) Option { return func(c *config) { c.busyPoll = on } }
+
+// FPDUSize sets the largest FPDU the transport sends, in bytes on the wire
+// (framing, pad and CRC included). Zero, the default, sizes FPDUs to the
+// connection's TCP maximum segment size, as RFC 5044 recommends and siw
+// does: about 64 KiB on loopback, 1448 bytes on an Ethernet path. Values
+// are clamped to [MinFPDUSize, MaxFPDUSize]. Received FPDUs may have any
+// size up to MaxFPDUSize.
+func FPDUSize(n int) Option { return func(c *config) { c.fpduSize = n } }
+
+// RNRBudget sets how long an untagged message (SEND, SEND_WITH_IMM, the
+// immediate data of WRITE_WITH_IMM) that finds no posted receive waits for
+// one at the receiver before both sides fail (see the package
+// documentation). Zero fails at once, as Linux siw does. Negative values
+// mean zero.
+func RNRBudget(d time.Duration) Option { return func(c *config) { c.rnrBudget = max(d, 0) } }
+
+// MPATimeout bounds each start-up step on the listening side: reading a
+// connection's MPA Request (so a silent or slow client cannot hold a
+// connection open), and how long a request waits for Accept or Reject
+// before it is refused. Non-positive values select DefaultMPATimeout.
+func MPATimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultMPATimeout
+		}
+		c.mpaTimeout = d
+	}
+}
+
+// DialTimeout bounds a Dial whose context has no deadline. Non-positive
+// values select DefaultDialTimeout.
+func DialTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultDialTimeout
+		}
+		c.dialTimeout = d
+	}
+}
+
+// CapabilityBlock controls whether the goverbs capability block (and the
+// QP-number block after it) goes into the MPA private data. With it (the
+// default), two goverbs peers enable atomics, immediate data, FLUSH and
+// ATOMIC WRITE, and learn each other's QP numbers. Turn it off for strict
+// interoperation with Linux siw, whose applications would otherwise see the
+// 16 bytes as part of the private data: the extensions are then off, and
+// Caps.MaxPrivateData grows by 16 bytes. A listener answers with the block
+// only when the initiator sent one.
+func CapabilityBlock(on bool) Option { return func(c *config) { c.capsBlock = on } }
+
+// LocalCompletion makes a WRITE or SEND complete as soon as its last byte
+// is handed to TCP (Caps.WriteCompletion = CompletionLocal), the iWARP
+// adapter convention. The default waits for the peer to confirm that the
+// message was placed, so that a remote error (a bad rkey, a receive too
+// short) completes the WR that caused it. With LocalCompletion such an
+// error moves the QP to ERR and raises an EventQPFatal carrying the peer's
+// Terminate, but the WR that caused it may already have completed
+// successfully. Use it to save the confirmation traffic when the
+// application has its own acknowledgements.
+func LocalCompletion(on bool) Option { return func(c *config) { c.localCompletion = on } }
+
+// WrapConn installs a function that wraps every TCP connection after it is
+// established and before MPA starts, for capture and fault injection. The
+// engine then uses only the net.Conn methods: reads are buffered (one copy
+// more), writes may block the poster, and busy polling is off. Passing nil
+// removes the wrapper.
+func WrapConn(f func(net.Conn) net.Conn) Option { return func(c *config) { c.wrap = f } }
+
+// OnRefused installs a function told about every connection the listening
+// side refuses before an application sees it: a malformed or hostile MPA
+// Request, a client too slow to send one, a request nobody answered. It
+// must not block. The default discards the reports.
+func OnRefused(f func(remote string, err error)) Option { return func(c *config) { c.onRefused = f } }

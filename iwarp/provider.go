@@ -1,0 +1,133 @@
+package iwarp
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// New returns a provider whose devices speak iWARP over TCP. Each Open
+// makes a device ("iwarp0", "iwarp1", ...) with the options given here.
+func New(opts ...Option) provider.Provider {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return providerFunc(func() (provider.Device, error) { return open(cfg) })
+}
+
+type providerFunc func() (provider.Device, error)
+
+func (f providerFunc) Open() (provider.Device, error) { return f() }
+
+var devices atomic.Int64
+
+func open(cfg config) (provider.Device, error) {
+	name := fmt.Sprintf("iwarp%d", devices.Add(1)-1)
+	l := &link{cfg: cfg, listeners: make(map[*listener]struct{}), eps: make(map[*endpoint]struct{})}
+	l.dev = soft.NewDevice(l, soft.Config{Name: name})
+	return l.dev, nil
+}
+
+// link is one device's attachment to TCP: its listeners and connections.
+type link struct {
+	cfg config
+	dev *soft.Device
+
+	mu        sync.Mutex // guards the fields below
+	closed    bool
+	listeners map[*listener]struct{}
+	eps       map[*endpoint]struct{}
+}
+
+// RNRRule is the receiver-not-ready rule of this transport, as reported in
+// Caps.RNRRule.
+const RNRRule = "iWARP has no RNR NAK: an untagged message (SEND, SEND_WITH_IMM, or the immediate data of " +
+	"WRITE_WITH_IMM) that finds no posted receive waits at the receiver up to the RNR budget " +
+	"(iwarp.RNRBudget, default 1s), and the connection's later messages wait behind it; a receive posted " +
+	"meanwhile takes it. When the budget runs out, the receiver sends a Terminate (DDP untagged buffer " +
+	"error, no buffer available) and its QP moves to ERR (event QPRequestErr, outstanding WRs flushed); " +
+	"the sender's WR completes with RNR_RETRY_EXC_ERR and its QP moves to ERR. rnr_retry and " +
+	"min_rnr_timer are kept but not used."
+
+func (l *link) AdjustCaps(c *provider.Caps) {
+	c.Transport = "iwarp"
+	c.AtomicScope = provider.AtomicDevice
+	c.WriteCompletion = provider.CompletionPlaced
+	if l.cfg.localCompletion {
+		c.WriteCompletion = provider.CompletionLocal
+	}
+	c.Persistence = true
+	c.ManualConnect = false
+	c.RNRRetry = false
+	c.RNRRule = RNRRule
+	c.MaxPrivateData = l.maxPrivateData()
+	c.MaxMsgSize = 1 << 31
+	c.PathMTU = 4096
+}
+
+// Connect refuses a QP connected by Modify: an iWARP QP needs its TCP
+// connection and MPA exchange, which only Listen and Dial make.
+func (l *link) Connect(*soft.QP, *provider.QPAttr) (soft.Endpoint, error) {
+	return nil, fmt.Errorf("%w: iWARP QPs connect through Listen and Dial (the connection manager)", provider.ErrNotSupported)
+}
+
+// Close closes the device's listeners and whatever connection is left
+// (the device closed its QPs, and so their connections, already).
+func (l *link) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	ls := make([]*listener, 0, len(l.listeners))
+	for lis := range l.listeners {
+		ls = append(ls, lis)
+	}
+	eps := make([]*endpoint, 0, len(l.eps))
+	for e := range l.eps {
+		eps = append(eps, e)
+	}
+	l.mu.Unlock()
+	for _, lis := range ls {
+		lis.Close()
+	}
+	for _, e := range eps {
+		e.Detach()
+	}
+	return nil
+}
+
+// trackListener adds or removes a listener; adding fails once the link is
+// closed.
+func (l *link) trackListener(lis *listener, add bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !add {
+		delete(l.listeners, lis)
+		return true
+	}
+	if l.closed {
+		return false
+	}
+	l.listeners[lis] = struct{}{}
+	return true
+}
+
+// track adds or removes a started endpoint.
+func (l *link) track(e *endpoint, add bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if add {
+		l.eps[e] = struct{}{}
+	} else {
+		delete(l.eps, e)
+	}
+}
+
+// refused reports a connection the listening side turned away.
+func (l *link) refused(remote string, err error) {
+	if f := l.cfg.onRefused; f != nil {
+		f(remote, err)
+	}
+}

@@ -1,0 +1,295 @@
+package iwarp
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"time"
+
+	"goverbs/internal/wire/iw"
+	"goverbs/soft"
+)
+
+// Receive buffer sizing. The buffer holds any whole FPDU (the portable
+// path reads every FPDU whole) and reads ahead so that a run of small
+// FPDUs costs one read. A large payload goes from the socket straight into
+// its target, reading ahead between minReadAhead and maxReadAhead bytes of
+// what follows (see rxState.adapt).
+const (
+	rxBufSize    = 256 << 10
+	smallULPDU   = 2048 // FPDUs up to this are read whole before they are parsed
+	minReadAhead = 4 << 10
+	maxReadAhead = rxBufSize
+)
+
+// errStopped ends the receive loop after the engine already reacted (a
+// Terminate sent or received, the QP moved to ERR).
+var errStopped = errors.New("iwarp: connection stopped")
+
+// errTruncated is a stream that ended inside an FPDU.
+var errTruncated = errors.New("iwarp: connection closed inside an FPDU")
+
+// rxState belongs to the receive goroutine.
+type rxState struct {
+	b    []byte
+	r, w int
+	mid  bool // inside an FPDU
+	ra   int  // read-ahead after a payload read straight into its target
+	iov  [][]byte
+	dst  [][]byte
+
+	// The segment being handled, for the Terminate that answers a
+	// violation: its DDP header, ULPDU_Length and Read Request header.
+	hdrCopy [iw.DDPUntaggedHeaderSize]byte
+	hdrLen  int
+	segLen  int
+	rrCopy  []byte
+
+	msn0, msn1, msn3 uint32 // next MSN expected on QN 0, 1 and 3
+
+	// The untagged message being received on QN 0.
+	cur     *soft.RecvWQE
+	curLen  uint64
+	curOp   iw.Opcode
+	curRsvd uint32
+
+	wrBytes, lastWrite uint64 // WRITE message bytes, for WRITE_WITH_IMM's byte_len
+	timer              *time.Timer
+}
+
+func (x *rxState) init() {
+	x.b = make([]byte, rxBufSize)
+	x.ra = minReadAhead
+	x.iov = make([][]byte, 0, maxReadIov)
+	x.dst = make([][]byte, 0, maxReadIov)
+	x.msn0, x.msn1, x.msn3 = 1, 1, 1
+	x.timer = time.NewTimer(time.Hour)
+	x.timer.Stop()
+}
+
+// rxLoop is the receive goroutine. It parses the stream until it fails or
+// the endpoint stops, then waits for the send engine to let go, completes
+// what the engine still holds, and closes the connection.
+func (e *endpoint) rxLoop() {
+	defer close(e.finished)
+	err := e.rxRun()
+	if !e.stopped.Load() {
+		if errors.Is(err, io.EOF) && (e.rx.mid || e.rx.w > e.rx.r) {
+			e.violation(newTermError(iw.Term{Layer: iw.LayerLLP, EType: iw.ETypeLLPMPA, Code: iw.CodeLLPConnectionLost},
+				"%v", errTruncated))
+		}
+		e.failConn(err)
+	}
+	e.stop()
+	<-e.txDone
+	e.finalize()
+	e.linger()
+}
+
+func (e *endpoint) rxRun() error {
+	for !e.stopped.Load() {
+		if e.rx.r == e.rx.w && e.raw != nil && !e.raw.busyPoll() {
+			// Everything received is handled and the next read will
+			// most likely find nothing and park: let a goroutine that
+			// what we placed has made runnable (a CQ waiter, a poller
+			// whose sleep is over) run first, before the read.
+			runtime.Gosched()
+		}
+		if err := e.rxFPDU(); err != nil {
+			return err
+		}
+		if !e.gateOpen.Load() {
+			// RFC 5044 §7.1.1: the responder sends once it has the
+			// initiator's first FPDU.
+			e.gateOpen.Store(true)
+			e.kick(true)
+		}
+	}
+	return errStopped
+}
+
+// linger waits for the peer's FIN, discarding what it still sends, so that
+// closing does not reset the connection under a Terminate in flight.
+func (e *endpoint) linger() {
+	if !e.detached.Load() {
+		e.conn.SetReadDeadline(time.Now().Add(lingerTime))
+		for {
+			if _, err := e.conn.Read(e.rx.b); err != nil {
+				break
+			}
+		}
+	}
+	e.conn.Close()
+}
+
+// readSock reads what is available into p, waiting for at least a byte.
+func (e *endpoint) readSock(p []byte) (int, error) {
+	if e.raw != nil {
+		x := &e.rx
+		x.iov = append(x.iov[:0], p)
+		n, err := e.raw.readv(x.iov, true)
+		x.iov[0] = nil
+		return n, err
+	}
+	n, err := e.conn.Read(p)
+	raceAcquire()
+	return n, err
+}
+
+// fill makes at least n bytes available at b[r:].
+func (e *endpoint) fill(n int) error {
+	x := &e.rx
+	for x.w-x.r < n {
+		if x.r == x.w {
+			x.r, x.w = 0, 0
+		}
+		if len(x.b)-x.r < n {
+			x.w = copy(x.b, x.b[x.r:x.w])
+			x.r = 0
+		}
+		k, err := e.readSock(x.b[x.w:])
+		x.w += k
+		if err != nil && x.w-x.r < n {
+			return err
+		}
+	}
+	return nil
+}
+
+// rxFPDU reads and handles one FPDU.
+func (e *endpoint) rxFPDU() error {
+	x := &e.rx
+	x.mid, x.rrCopy, x.hdrLen = false, nil, 0
+	if err := e.fill(iw.ULPDULengthSize); err != nil {
+		return err
+	}
+	x.mid = true
+	L := int(binary.BigEndian.Uint16(x.b[x.r:]))
+	x.segLen = L
+	flen := iw.FPDULen(L)
+	if x.w-x.r < flen && (e.raw == nil || L <= smallULPDU) {
+		if err := e.fill(flen); err != nil {
+			return err
+		}
+	}
+	e.ctr.rxFPDUs.Add(1)
+	e.ctr.rxBytes.Add(uint64(flen))
+	var err error
+	if x.w-x.r >= flen {
+		err = e.rxWhole(L, flen)
+	} else {
+		err = e.rxStream(L)
+	}
+	x.mid = false
+	return err
+}
+
+// rxWhole handles an FPDU wholly in the buffer: its CRC is checked before
+// anything it says is acted on.
+func (e *endpoint) rxWhole(L, flen int) error {
+	x := &e.rx
+	f := iw.FPDU(x.b[x.r : x.r+flen])
+	u := f.ULPDU()
+	e.saveHdr(u)
+	if e.crc {
+		if err := f.VerifyCRC(); err != nil {
+			return e.violation(err)
+		}
+	}
+	op, hl, err := e.checkHeader(u)
+	if err != nil {
+		return e.violation(err)
+	}
+	x.r += flen
+	return e.rxMessage(op, u[:hl], u[hl:], nil)
+}
+
+// rxStream handles an FPDU whose payload is still on the socket: the
+// headers are checked, the payload goes straight to its target, and the
+// CRC, computed on the way, is checked at the end. The target is always
+// one the checks allowed: a bad CRC can only spoil bytes the peer was
+// allowed to write anyway.
+func (e *endpoint) rxStream(L int) error {
+	x := &e.rx
+	if err := e.fill(iw.ULPDULengthSize + min(L, iw.DDPUntaggedHeaderSize)); err != nil {
+		return err
+	}
+	u := x.b[x.r+iw.ULPDULengthSize : x.r+iw.ULPDULengthSize+min(L, iw.DDPUntaggedHeaderSize)]
+	if len(u) > iw.DDPTaggedHeaderSize && iw.DDPControl(u[0]).Tagged() {
+		u = u[:iw.DDPTaggedHeaderSize]
+	}
+	e.saveHdr(u)
+	op, hl, err := e.checkHeader(u)
+	if err != nil {
+		return e.violation(err)
+	}
+	if !carriesPayload(op) {
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPUnspecified}, "%v in a %d-byte segment", op, L))
+	}
+	var crc iw.CRC32c
+	if e.crc {
+		crc.Write(x.b[x.r : x.r+iw.ULPDULengthSize+hl])
+	}
+	x.r += iw.ULPDULengthSize + hl
+	return e.rxMessage(op, x.hdrCopy[:hl], nil, &crc)
+}
+
+// saveHdr keeps a copy of the segment's DDP header for a Terminate.
+func (e *endpoint) saveHdr(u []byte) {
+	x := &e.rx
+	n := iw.DDPUntaggedHeaderSize
+	if len(u) > 0 && iw.DDPControl(u[0]).Tagged() {
+		n = iw.DDPTaggedHeaderSize
+	}
+	if len(u) < n {
+		x.hdrLen = 0
+		return
+	}
+	x.hdrLen = copy(x.hdrCopy[:], u[:n])
+}
+
+// checkHeader validates the headers at the start of u, the goverbs private
+// opcodes included, and returns the opcode and header length.
+func (e *endpoint) checkHeader(u []byte) (iw.Opcode, int, error) {
+	if len(u) >= 2 {
+		op := iw.RDMAPControl(u[1]).Opcode()
+		if _, _, private := privateHeaderLen(op); private {
+			n, err := checkPrivate(u, op, e.ext)
+			return op, n, err
+		}
+	}
+	return iw.CheckULPDU(u, e.ext&rfc7306 != 0)
+}
+
+// rfc7306 are the features whose messages use the RFC 7306 opcodes.
+const rfc7306 = iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush | iw.FeatureAtomicWrite
+
+// carriesPayload reports whether messages of op carry payload (and so may
+// be longer than their headers and span segments).
+func carriesPayload(op iw.Opcode) bool {
+	switch op {
+	case iw.OpWrite, iw.OpReadResponse, iw.OpSend, iw.OpSendInvalidate, iw.OpSendSE,
+		iw.OpSendSEInvalidate, opSendImm, opSendImmSE:
+		return true
+	}
+	return false
+}
+
+// trailer reads a streamed FPDU's pad and CRC and checks the CRC.
+func (e *endpoint) trailer(crc *iw.CRC32c) error {
+	x := &e.rx
+	pad := iw.PadLen(x.segLen)
+	if err := e.fill(pad + iw.CRCSize); err != nil {
+		return err
+	}
+	if e.crc {
+		crc.Write(x.b[x.r : x.r+pad])
+		if err := crc.Verify(x.b[x.r+pad : x.r+pad+iw.CRCSize]); err != nil {
+			return e.violation(err)
+		}
+	}
+	x.r += pad + iw.CRCSize
+	return nil
+}

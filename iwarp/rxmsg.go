@@ -1,0 +1,315 @@
+package iwarp
+
+import (
+	"encoding/binary"
+
+	"goverbs/internal/wire/iw"
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// rxMessage dispatches one segment. hdr is its DDP and RDMAP headers;
+// payload the rest of the ULPDU when the FPDU is in the buffer (its CRC
+// checked), or nil with crc set when the payload is still on the socket.
+func (e *endpoint) rxMessage(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c) error {
+	n := e.rx.segLen - len(hdr)
+	switch op {
+	case iw.OpWrite:
+		return e.rxWrite(hdr, payload, crc, n)
+	case iw.OpReadResponse:
+		return e.rxReadResp(hdr, payload, crc, n)
+	case iw.OpSend, iw.OpSendInvalidate, iw.OpSendSE, iw.OpSendSEInvalidate, opSendImm, opSendImmSE:
+		return e.rxSend(op, hdr, payload, crc, n)
+	}
+	// Header-only messages travel in one small segment, always whole.
+	h := iw.DDPUntagged(hdr)
+	switch {
+	case n != 0:
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPUnspecified}, "%v with %d bytes after its header", op, n))
+	case !h.Control().Last() || h.MO() != 0:
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPUntaggedBuffer,
+			Code: iw.CodeDDPUntaggedInvalidMO}, "%v: MO %d, L %t", op, h.MO(), h.Control().Last()))
+	}
+	rdmap := hdr[iw.DDPUntaggedHeaderSize:]
+	switch op {
+	case iw.OpReadRequest:
+		return e.rxReadReq(h, iw.ReadRequest(rdmap))
+	case iw.OpAtomicRequest:
+		return e.rxAtomicReq(h, iw.AtomicRequest(rdmap))
+	case opFlush:
+		return e.rxFlushReq(h, flushReq(rdmap))
+	case opAtomicWrite:
+		return e.rxAtomicWriteReq(h, atomicWriteReqHdr(rdmap))
+	case iw.OpAtomicResponse:
+		return e.rxAtomicResp(h, iw.AtomicResponse(rdmap))
+	case iw.OpImmediate, iw.OpImmediateSE:
+		return e.rxImmediate(op, h, rdmap)
+	case iw.OpTerminate:
+		return e.rxTerminate(rdmap)
+	}
+	return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+		Code: iw.CodeRDMAPUnexpectedOpcode}, "%v", op))
+}
+
+// needExt refuses an RFC 7306 message the peer never announced.
+func (e *endpoint) needExt(op iw.Opcode, f iw.Features) error {
+	if e.ext&f != 0 {
+		return nil
+	}
+	return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+		Code: iw.CodeRDMAPUnexpectedOpcode}, "%v, which the peer did not announce", op))
+}
+
+// rxWrite places one RDMA Write segment (RFC 5040 §5.1): each segment is
+// checked and placed on its own, as DDP's tagged model allows.
+func (e *endpoint) rxWrite(hdr, payload []byte, crc *iw.CRC32c, n int) error {
+	x := &e.rx
+	h := iw.DDPTagged(hdr)
+	if err := e.placeWrite(h.STag(), h.TO(), payload, crc, n); err != nil {
+		return err
+	}
+	if crc != nil {
+		if err := e.trailer(crc); err != nil {
+			return err
+		}
+	}
+	x.wrBytes += uint64(n)
+	if h.Control().Last() {
+		x.lastWrite, x.wrBytes = x.wrBytes, 0
+	}
+	return nil
+}
+
+// rxReadResp places one RDMA Read Response segment into the oldest
+// outstanding READ's sink (RFC 5040 §5.2): responses come back in request
+// order, with the sink STag and consecutive TOs.
+func (e *endpoint) rxReadResp(hdr, payload []byte, crc *iw.CRC32c, n int) error {
+	h := iw.DDPTagged(hdr)
+	fl := &e.fl
+	fl.mu.Lock()
+	ent, pos := fl.respHeadLocked()
+	if ent == nil || ent.kind != kindRead && ent.kind != kindProbe {
+		fl.mu.Unlock()
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPUnexpectedOpcode}, "RDMA Read Response without an outstanding RDMA Read"))
+	}
+	if h.STag() != ent.sinkSTag {
+		fl.mu.Unlock()
+		return e.badResponse(pos, iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPTaggedBuffer,
+			Code: iw.CodeDDPTaggedInvalidSTag}, "RDMA Read Response to STag %#x, expected %#x", h.STag(), ent.sinkSTag)
+	}
+	if h.TO() < ent.sinkTO || h.TO()-ent.sinkTO != ent.got || uint64(n) > ent.n-ent.got {
+		fl.mu.Unlock()
+		return e.badResponse(pos, iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPTaggedBuffer,
+			Code: iw.CodeDDPTaggedBaseBounds}, "RDMA Read Response of %d bytes at TO %#x, expected TO %#x and at most %d",
+			n, h.TO(), ent.sinkTO+ent.got, ent.n-ent.got)
+	}
+	var local [][]byte
+	if ent.w != nil {
+		local = ent.w.Local
+	}
+	off := ent.got
+	fl.mu.Unlock()
+
+	x := &e.rx
+	pieces := appendRange(x.dst[:0], local, off, uint64(n))
+	err := e.placeSegs(pieces, payload, crc, n)
+	clear(pieces)
+	if err == nil && crc != nil {
+		err = e.trailer(crc)
+	}
+	if err != nil {
+		return err
+	}
+	fl.mu.Lock()
+	ent.got += uint64(n)
+	last := h.Control().Last()
+	if last && ent.got != ent.n {
+		fl.mu.Unlock()
+		return e.badResponse(pos, iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPTaggedBuffer,
+			Code: iw.CodeDDPTaggedBaseBounds}, "RDMA Read Response ends after %d of %d bytes", ent.got, ent.n)
+	}
+	if last {
+		fl.answeredLocked(pos, provider.StatusSuccess, 0)
+	}
+	fl.mu.Unlock()
+	if last {
+		e.answered()
+	}
+	return nil
+}
+
+// answered follows a finished response: WRs it completed retire, and the
+// send engine may use the ORD slot it freed.
+func (e *endpoint) answered() {
+	e.retire()
+	e.kick(true)
+}
+
+// badResponse fails the request at pos with BAD_RESP_ERR and answers the
+// malformed response with a Terminate.
+func (e *endpoint) badResponse(pos uint64, t iw.Term, format string, args ...any) error {
+	e.fl.mu.Lock()
+	e.fl.failLocked(pos, provider.StatusBadRespErr, vendorErr(t))
+	e.fl.mu.Unlock()
+	return e.violation(newTermError(t, format, args...))
+}
+
+// rxSend places one segment of a Send-family message into the receive it
+// consumes (RFC 5040 §5.3), taking the receive at the first segment.
+func (e *endpoint) rxSend(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c, n int) error {
+	x := &e.rx
+	h := iw.DDPUntagged(hdr)
+	msn, mo := h.MSN(), uint64(h.MO())
+	switch {
+	case msn != x.msn0:
+		return e.violation(termMSN(msn, x.msn0))
+	case x.cur == nil && mo != 0, x.cur != nil && mo != x.curLen:
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPUntaggedBuffer,
+			Code: iw.CodeDDPUntaggedInvalidMO}, "MO %d, expected %d", mo, x.curLen))
+	case x.cur != nil && op != x.curOp:
+		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPUnexpectedOpcode}, "%v inside a %v message", op, x.curOp))
+	}
+	if x.cur == nil {
+		rw, err := e.takeRecv()
+		if err != nil {
+			return err
+		}
+		x.cur, x.curLen, x.curOp, x.curRsvd = rw, 0, op, h.InvalidateSTag()
+	}
+	rw := x.cur
+	if x.curLen+uint64(n) > rw.Len {
+		x.cur = nil
+		return e.recvFailed(rw, provider.StatusLocLenErr, newTermError(iw.Term{Layer: iw.LayerDDP,
+			EType: iw.ETypeDDPUntaggedBuffer, Code: iw.CodeDDPUntaggedTooLong},
+			"message of at least %d bytes for a receive of %d", x.curLen+uint64(n), rw.Len))
+	}
+	pieces := appendRange(x.dst[:0], rw.Local, x.curLen, uint64(n))
+	err := e.placeSegs(pieces, payload, crc, n)
+	clear(pieces)
+	if err == nil && crc != nil {
+		err = e.trailer(crc)
+	}
+	if err != nil {
+		return err
+	}
+	x.curLen += uint64(n)
+	if h.Control().Last() {
+		return e.deliver()
+	}
+	return nil
+}
+
+func termMSN(got, want uint32) error {
+	return newTermError(iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPUntaggedBuffer,
+		Code: iw.CodeDDPUntaggedInvalidMSNRange}, "MSN %d, expected %d", got, want)
+}
+
+// deliver completes the receive of a whole Send-family message.
+func (e *endpoint) deliver() error {
+	x := &e.rx
+	rw, op := x.cur, x.curOp
+	x.cur = nil
+	x.msn0++
+	res := soft.RecvResult{Opcode: provider.WCRecv, ByteLen: uint32(x.curLen)}
+	switch op {
+	case iw.OpSendSE, iw.OpSendSEInvalidate, opSendImmSE:
+		res.Flags |= provider.WCSolicited
+	}
+	switch op {
+	case opSendImm, opSendImmSE:
+		res.Flags |= provider.WCWithImm
+		res.Imm = x.curRsvd
+	case iw.OpSendInvalidate, iw.OpSendSEInvalidate:
+		if !e.qp.Invalidate(x.curRsvd) {
+			return e.recvFailed(rw, provider.StatusRemInvReqErr, newTermError(iw.Term{Layer: iw.LayerRDMAP,
+				EType: iw.ETypeRDMAPRemoteOperation, Code: iw.CodeRDMAPSTagCannotInvalidate},
+				"Send with Invalidate of STag %#x, which names no window of this QP's PD", x.curRsvd))
+		}
+		res.Flags |= provider.WCWithInv
+		res.InvalidatedRKey = x.curRsvd
+	}
+	e.qp.CompleteRecv(rw, res)
+	return nil
+}
+
+// recvFailed completes a receive with an error status and answers the
+// peer with the Terminate of err.
+func (e *endpoint) recvFailed(rw *soft.RecvWQE, st provider.Status, err *iw.TermError) error {
+	e.prepareTerm(err.Term)
+	e.qp.CompleteRecv(rw, soft.RecvResult{Status: st, Opcode: provider.WCRecv})
+	return e.violation(err)
+}
+
+// takeRecv takes the receive a new untagged message consumes, applying
+// the RNR rule when none is posted.
+func (e *endpoint) takeRecv() (*soft.RecvWQE, error) {
+	rw, fault := e.waitRecv()
+	switch {
+	case fault:
+		// The receive failed its memory checks (soft completed it with
+		// LOC_PROT_ERR): the sender sees a remote operation error.
+		return nil, e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPCatastrophicStream}, "the posted receive failed its local checks"))
+	case rw == nil && e.stopped.Load():
+		return nil, errStopped
+	case rw == nil:
+		e.ctr.rnrFailures.Add(1)
+		return nil, e.violation(newTermError(iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPUntaggedBuffer,
+			Code: iw.CodeDDPUntaggedNoBuffer}, "no receive posted within the RNR budget of %v", e.rnrBudget))
+	}
+	return rw, nil
+}
+
+// waitRecv is the RNR rule: wait up to the budget for a posted receive.
+// The stream waits behind the message (TCP order), so the sender's later
+// messages wait too.
+func (e *endpoint) waitRecv() (*soft.RecvWQE, bool) {
+	rw, fault := e.qp.NextRecv()
+	if rw != nil || fault || e.rnrBudget <= 0 {
+		return rw, fault
+	}
+	e.ctr.rnrWaits.Add(1)
+	t := e.rx.timer
+	t.Reset(e.rnrBudget)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.recvWake:
+		case <-t.C:
+			return e.qp.NextRecv()
+		case <-e.stopCh:
+			return nil, false
+		}
+		if rw, fault = e.qp.NextRecv(); rw != nil || fault {
+			return rw, fault
+		}
+	}
+}
+
+// rxImmediate consumes a receive for RFC 7306 Immediate Data: the second
+// half of a WRITE_WITH_IMM, whose byte_len is the WRITE just before it.
+func (e *endpoint) rxImmediate(op iw.Opcode, h iw.DDPUntagged, data []byte) error {
+	if err := e.needExt(op, iw.FeatureImmediate); err != nil {
+		return err
+	}
+	x := &e.rx
+	if h.MSN() != x.msn0 || x.cur != nil {
+		return e.violation(termMSN(h.MSN(), x.msn0))
+	}
+	rw, err := e.takeRecv()
+	if err != nil {
+		return err
+	}
+	res := soft.RecvResult{Opcode: provider.WCRecvRDMAImm, Flags: provider.WCWithImm,
+		ByteLen: uint32(x.lastWrite), Imm: binary.BigEndian.Uint32(data)}
+	if op == iw.OpImmediateSE {
+		res.Flags |= provider.WCSolicited
+	}
+	x.msn0++
+	x.lastWrite = 0
+	e.qp.CompleteRecv(rw, res)
+	return nil
+}

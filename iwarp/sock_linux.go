@@ -1,0 +1,258 @@
+//go:build linux
+
+package iwarp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawSock is the fast path of a connection over a *net.TCPConn: readv and
+// writev straight between the socket and the scattered buffers (registered
+// memory, header scratch), non-blocking when asked, through the net
+// package's poller so that deadlines and Close keep working.
+//
+// The read half belongs to the receive goroutine and the write half to the
+// goroutine holding the send engine; they never share a field.
+type rawSock struct {
+	rc   syscall.RawConn
+	busy bool
+
+	// Read half.
+	riov          [maxReadIov]unix.Iovec
+	rn            int
+	rblock        bool
+	rdone         int
+	rerr          syscall.Errno
+	rwaited       bool
+	readFn, waitR func(uintptr) bool
+
+	// Write half.
+	wiov    [maxWriteIov]unix.Iovec
+	wn      int
+	wblock  bool
+	wdone   int
+	werr    syscall.Errno
+	writeFn func(uintptr) bool
+}
+
+// Iovec limits: a read places one FPDU's payload (at most one piece per
+// SGE of a WR) and reads ahead into the receive buffer; a write sends one
+// batch of FPDUs (at most IOV_MAX pieces on Linux).
+const (
+	maxReadIov  = 64
+	maxWriteIov = 1024
+)
+
+// errWouldBlock reports a non-blocking call that found nothing to do.
+var errWouldBlock = errors.New("iwarp: socket would block")
+
+// newRawSock returns the fast path for c, or nil when c is not a TCP
+// connection of package net.
+func newRawSock(c net.Conn, busy bool) *rawSock {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &rawSock{rc: rc, busy: busy}
+	// Method values made once: passing them to RawConn allocates nothing.
+	s.readFn, s.waitR, s.writeFn = s.doRead, s.doWaitRead, s.doWrite
+	return s
+}
+
+func (s *rawSock) doRead(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(s.rn))
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.EAGAIN && s.rblock {
+			return false // park in the netpoller until readable
+		}
+		s.rdone, s.rerr = int(n), e
+		return true
+	}
+}
+
+func (s *rawSock) doWaitRead(uintptr) bool {
+	if !s.rwaited {
+		s.rwaited = true
+		return false
+	}
+	return true
+}
+
+func (s *rawSock) doWrite(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.wiov[0])), uintptr(s.wn))
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.EAGAIN && s.wblock {
+			return false // park until writable
+		}
+		s.wdone, s.werr = int(n), e
+		return true
+	}
+}
+
+// readv reads into bufs (empty ones skipped). With block it parks in the
+// netpoller (or spins, in busy-poll mode) until data arrives; without it
+// returns errWouldBlock when none is there. It returns io.EOF at the end of
+// the stream.
+func (s *rawSock) readv(bufs [][]byte, block bool) (int, error) {
+	n := 0
+	for _, b := range bufs {
+		if len(b) > 0 && n < maxReadIov {
+			s.riov[n].Base = &b[0]
+			s.riov[n].SetLen(len(b))
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	s.rn = n
+	defer clear(s.riov[:n]) // drop the pointers into caller memory
+	defer raceAcquire()
+	for {
+		s.rblock = block && !s.busy
+		if err := s.rc.Read(s.readFn); err != nil {
+			return 0, err
+		}
+		switch {
+		case s.rerr == unix.EAGAIN && block:
+			runtime.Gosched() // busy-poll: try again
+			continue
+		case s.rerr == unix.EAGAIN:
+			return 0, errWouldBlock
+		case s.rerr != 0:
+			return 0, s.rerr
+		case s.rdone == 0:
+			return 0, io.EOF
+		}
+		return s.rdone, nil
+	}
+}
+
+// waitReadable parks until the socket is readable (or a deadline or Close
+// intervenes). In busy-poll mode it only yields.
+func (s *rawSock) waitReadable() error {
+	if s.busy {
+		runtime.Gosched()
+		return nil
+	}
+	s.rwaited = false
+	return s.rc.Read(s.waitR)
+}
+
+// writev writes bufs, which hold at most maxWriteIov non-empty pieces.
+// With block it waits (parks, or spins in busy-poll mode) until at least
+// one byte is written; without it, it returns errWouldBlock when the
+// socket is full. A short count is not an error.
+func (s *rawSock) writev(bufs [][]byte, block bool) (int, error) {
+	n := 0
+	for _, b := range bufs {
+		if len(b) > 0 {
+			s.wiov[n].Base = &b[0]
+			s.wiov[n].SetLen(len(b))
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	s.wn = n
+	defer clear(s.wiov[:n])
+	raceRelease()
+	for {
+		s.wblock = block && !s.busy
+		if err := s.rc.Write(s.writeFn); err != nil {
+			return 0, err
+		}
+		switch {
+		case s.werr == unix.EAGAIN && block:
+			runtime.Gosched()
+			continue
+		case s.werr == unix.EAGAIN:
+			return 0, errWouldBlock
+		case s.werr != 0:
+			return 0, s.werr
+		}
+		return s.wdone, nil
+	}
+}
+
+// peerGone reports, without consuming anything, whether the peer closed
+// or reset the connection (an initiator that gave up waiting for its MPA
+// Reply), or sent bytes it must not have sent yet.
+func peerGone(c net.Conn) (gone, sentData bool) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false, false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var b [1]byte
+	rc.Control(func(fd uintptr) {
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EAGAIN:
+		case err != nil || n == 0:
+			gone = true
+		default:
+			sentData = true
+		}
+	})
+	return gone, sentData
+}
+
+// pathMSS returns the connection's TCP maximum segment size, or 0.
+func pathMSS(c net.Conn) int {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	mss := 0
+	rc.Control(func(fd uintptr) {
+		mss, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	})
+	return mss
+}
+
+// tuneSocket bounds how long unacknowledged data may sit before the kernel
+// declares the peer dead (TCP_USER_TIMEOUT), so that a peer that vanished
+// without a reset ends in an error, never a hang.
+func tuneSocket(c net.Conn, userTimeout time.Duration) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.SetNoDelay(true)
+	tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
+	if rc, err := tc.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(userTimeout/time.Millisecond))
+		})
+	}
+}
+
+// busyPoll reports whether the connection spins instead of parking.
+func (s *rawSock) busyPoll() bool { return s.busy }

@@ -1,0 +1,36 @@
+//go:build !linux
+
+package iwarp
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+// rawSock is the Linux fast path; elsewhere every connection takes the
+// portable path (buffered reads, blocking writes through net.Conn).
+type rawSock struct{}
+
+const (
+	maxReadIov  = 64
+	maxWriteIov = 1024
+)
+
+var errWouldBlock = errors.New("iwarp: socket would block")
+
+func newRawSock(net.Conn, bool) *rawSock            { return nil }
+func (*rawSock) readv([][]byte, bool) (int, error)  { return 0, errors.ErrUnsupported }
+func (*rawSock) waitReadable() error                { return errors.ErrUnsupported }
+func (*rawSock) writev([][]byte, bool) (int, error) { return 0, errors.ErrUnsupported }
+func peerGone(net.Conn) (gone, sentData bool)       { return false, false }
+func pathMSS(net.Conn) int                          { return 0 }
+
+func tuneSocket(c net.Conn, _ time.Duration) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
+	}
+}
+
+func (*rawSock) busyPoll() bool { return false }

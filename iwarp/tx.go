@@ -1,0 +1,404 @@
+package iwarp
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"goverbs/internal/wire/iw"
+	"goverbs/soft"
+)
+
+// The send engine runs on whichever goroutine holds tx.mu. A poster
+// (SendReady), the receive goroutine (to answer a READ at once) and the
+// probe timer run it inline when it is free, without ever blocking on the
+// socket: writes are non-blocking, and when the socket is full or the
+// inline budget is spent they hand over to the send goroutine (txLoop),
+// the only one that waits for the socket. This keeps a WRITE's path from
+// PostSend to the wire free of goroutine switches, which on an idle VM
+// cost more than the whole transfer, while no caller is held up by a slow
+// peer. On the portable path (a wrapped net.Conn) writes block, so only
+// txLoop runs the engine.
+//
+// A kick that finds the engine busy leaves pend set; the holder looks at
+// pend again after it lets go, so no kick is lost.
+
+// Batch limits.
+const (
+	slotSize     = 96        // framing, headers and trailer of one FPDU
+	hdrRoom      = 80        // slot bytes for ULPDU_Length and headers; the trailer follows
+	maxSlots     = 64        // FPDUs per batch
+	batchBytes   = 1 << 20   // bytes per batch
+	inlineBudget = 256 << 10 // bytes a poster writes before handing over
+	// probeEvery is how many bytes of signalled messages may stream before
+	// another probe goes out while one is already on the wire: without it a
+	// window of large WRITEs would complete in bursts, one probe's round
+	// trip after the whole window, and the pipe would run dry between.
+	probeEvery = 256 << 10
+	maxPieces  = 40 // iovec pieces one FPDU may need (payload SGEs, header, trailer)
+)
+
+// tx is the send engine. Fields after mu are guarded by it (held by the
+// engine's current runner).
+type tx struct {
+	pend atomic.Bool
+	wake chan struct{}
+
+	mu           sync.Mutex
+	b            batch
+	cur          txMsg
+	held         *soft.SendWQE // a READ or atomic waiting for an ORD slot taken by a probe
+	msn0, msn1   uint32        // last MSN sent on QN 0 and QN 1
+	msn3         uint32        // last MSN sent on QN 3 (atomic responses)
+	rtr          bool          // the RTR is still to send (initiator)
+	stopped      bool
+	lastSignaled bool   // the last finished message was a signalled plain WR
+	sinceProbe   uint64 // bytes of plain messages sent since the last probe
+	localFail    bool   // a WR failed locally during this build
+}
+
+func (t *tx) init(initiator bool) {
+	t.wake = make(chan struct{}, 1)
+	t.rtr = initiator
+	t.b.bufs = make([][]byte, 0, maxWriteIov)
+}
+
+// batch is a run of FPDUs written with one writev: headers and trailers in
+// slots, payload straight from registered memory.
+type batch struct {
+	slots    [maxSlots][slotSize]byte
+	nslot    int
+	bufs     [][]byte
+	rem      [][]byte // what remains to write (a suffix of bufs)
+	bytes    int
+	fpdus    int
+	ends     [maxSlots]int // byte offset of each FPDU's end
+	written  int
+	sentMark uint64 // flight entries below are wholly in this batch or earlier
+	hasSent  bool
+	jobsDone int // responder jobs whose last FPDU is in the batch
+}
+
+func (b *batch) room() bool {
+	return b.nslot < maxSlots && len(b.bufs)+maxPieces <= cap(b.bufs) && b.bytes < batchBytes
+}
+
+func (b *batch) slot() *[slotSize]byte {
+	s := &b.slots[b.nslot]
+	b.nslot++
+	return s
+}
+
+// consume records that n more bytes were written.
+func (b *batch) consume(n int) {
+	b.written += n
+	for n > 0 && len(b.rem) > 0 {
+		if n < len(b.rem[0]) {
+			b.rem[0] = b.rem[0][n:]
+			return
+		}
+		n -= len(b.rem[0])
+		b.rem = b.rem[1:]
+	}
+}
+
+// reset empties the batch, dropping its references to caller memory.
+func (b *batch) reset() {
+	clear(b.bufs)
+	b.bufs, b.rem = b.bufs[:0], nil
+	b.nslot, b.bytes, b.fpdus, b.written, b.jobsDone = 0, 0, 0, 0, 0
+	b.hasSent = false
+}
+
+// wakeTx makes the send goroutine run the engine.
+func (e *endpoint) wakeTx() {
+	select {
+	case e.tx.wake <- struct{}{}:
+	default:
+	}
+}
+
+// kick says the engine may have work. inline lets the caller run it, on
+// the fast path only.
+func (e *endpoint) kick(inline bool) {
+	t := &e.tx
+	t.pend.Store(true)
+	if !inline || e.raw == nil {
+		e.wakeTx()
+		return
+	}
+	for t.pend.Load() {
+		if !t.mu.TryLock() {
+			return // the holder will see pend
+		}
+		t.pend.Store(false)
+		more := e.drain(false, inlineBudget)
+		t.mu.Unlock()
+		if more {
+			t.pend.Store(true)
+			e.wakeTx()
+			return
+		}
+	}
+}
+
+// txLoop is the send goroutine: it runs the engine with blocking writes
+// whenever it is woken, until the connection is finished.
+func (e *endpoint) txLoop() {
+	t := &e.tx
+	for {
+		select {
+		case <-t.wake:
+		case <-e.finished:
+			return
+		}
+		for t.pend.Load() || e.stopped.Load() && !e.txStopped() {
+			t.mu.Lock()
+			t.pend.Store(false)
+			e.drain(true, 0)
+			t.mu.Unlock()
+		}
+	}
+}
+
+// txStopped reports whether the engine let go of everything.
+func (e *endpoint) txStopped() bool {
+	select {
+	case <-e.txDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// drain runs the engine: it finishes the batch in flight, builds the next
+// from the responder's owed answers and the send queue, and writes it. It
+// returns true when work is left that needs the send goroutine (the socket
+// is full, or the inline budget is spent).
+// Precondition: e.tx.mu is held.
+func (e *endpoint) drain(block bool, budget int) (more bool) {
+	t := &e.tx
+	if t.stopped {
+		return false
+	}
+	written := 0
+	for {
+		if len(t.b.rem) > 0 {
+			n, err := e.writeSock(t.b.rem, block)
+			written += n
+			t.b.consume(n)
+			switch {
+			case err == errWouldBlock:
+				return true
+			case err != nil:
+				e.failConn(err)
+				e.txStop()
+				return false
+			case len(t.b.rem) > 0:
+				continue
+			}
+			e.batchDone()
+		}
+		if e.stopped.Load() {
+			e.txStop()
+			return false
+		}
+		if budget > 0 && written >= budget {
+			return true
+		}
+		if !e.build() {
+			e.idle()
+			return false
+		}
+	}
+}
+
+// writeSock writes some of bufs: non-blocking on the fast path unless
+// block, blocking always on the portable path.
+func (e *endpoint) writeSock(bufs [][]byte, block bool) (int, error) {
+	if e.raw != nil {
+		return e.raw.writev(bufs, block)
+	}
+	raceRelease()
+	n := 0
+	for _, b := range bufs {
+		k, err := e.conn.Write(b)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// batchDone books a wholly written batch: its WRs are sent (and retire if
+// confirmed), its finished responder jobs release their memory.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) batchDone() {
+	b := &e.tx.b
+	e.ctr.txFPDUs.Add(uint64(b.fpdus))
+	e.ctr.txBytes.Add(uint64(b.bytes))
+	sent := b.hasSent
+	if sent {
+		e.fl.mu.Lock()
+		e.fl.markSentLocked(b.sentMark, e.local)
+		e.fl.mu.Unlock()
+	}
+	if b.jobsDone > 0 {
+		e.rq.pop(b.jobsDone)
+	}
+	b.reset()
+	if sent {
+		e.retire()
+	}
+}
+
+// build fills the next batch. It returns false when there is nothing to
+// send.
+// Precondition: e.tx.mu is held and the previous batch is written.
+func (e *endpoint) build() bool {
+	t := &e.tx
+	if !e.gateOpen.Load() {
+		return false
+	}
+	b := &t.b
+	for b.room() {
+		if !t.cur.active && !e.pickNext(&t.cur) {
+			break
+		}
+		if !e.emit(&t.cur) {
+			break
+		}
+	}
+	if t.localFail {
+		t.localFail = false
+		e.retire()
+	}
+	if len(b.bufs) == 0 {
+		return false
+	}
+	b.rem = b.bufs
+	return true
+}
+
+// idle arms the probe timer when unsignalled messages wait for a
+// confirmation that nothing else will bring.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) idle() {
+	if e.local || e.stopped.Load() {
+		return
+	}
+	e.fl.mu.Lock()
+	arm := e.fl.unconf > 0 && e.fl.probes == 0
+	e.fl.mu.Unlock()
+	// Arm once and let it fire: resetting a timer on every idle moment
+	// would wake the netpoller thread each time (the timer moves earlier
+	// than its sleep), a syscall on every message.
+	if arm && e.probeArmed.CompareAndSwap(false, true) {
+		e.probeTimer.Reset(probeIdle)
+	}
+}
+
+// txStop lets go of everything: the FPDU in progress is finished and the
+// Terminate sent when one is pending (best effort, bounded by the write
+// deadline stop set), the write side is shut (FIN), owed answers release
+// their memory. WRs taken stay in the flight window for finalize.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) txStop() {
+	t := &e.tx
+	if t.stopped {
+		return
+	}
+	t.stopped = true
+	if e.termPending.Load() && e.finishFPDU() {
+		if _, err := e.writeSock([][]byte{e.termBuf[:e.termLen]}, true); err == nil {
+			e.ctr.termSent.Add(1)
+		}
+	}
+	t.b.reset()
+	t.cur = txMsg{}
+	if w := t.held; w != nil {
+		t.held = nil
+		e.fl.mu.Lock()
+		e.fl.addLocked(flightEnt{w: w, kind: kindPlain, sent: true})
+		e.fl.mu.Unlock()
+	}
+	e.rq.close()
+	if cw, ok := e.conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	close(e.txDone)
+}
+
+// finishFPDU writes what remains of the FPDU in progress, so that the
+// stream ends on an FPDU boundary, and reports whether it does.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) finishFPDU() bool {
+	b := &e.tx.b
+	if len(b.rem) == 0 {
+		return true
+	}
+	end := 0
+	for _, x := range b.ends[:b.fpdus] {
+		if x > b.written {
+			end = x
+			break
+		}
+	}
+	for b.written < end {
+		lim := b.rem
+		if want := end - b.written; want < sumLen(lim) {
+			lim = cut(lim, want)
+		}
+		n, err := e.writeSock(lim, true)
+		b.consume(n)
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func sumLen(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
+}
+
+// cut returns the first n bytes of bufs, reusing the batch's spare pieces
+// for the one that is trimmed (this runs once per connection, at its end).
+func cut(bufs [][]byte, n int) [][]byte {
+	out := make([][]byte, 0, len(bufs))
+	for _, b := range bufs {
+		if n == 0 {
+			break
+		}
+		k := min(n, len(b))
+		out = append(out, b[:k])
+		n -= k
+	}
+	return out
+}
+
+// appendFPDU frames the ULPDU whose headers sit in slot s and whose
+// payload pieces were appended to the batch after them (from index
+// first): it fills ULPDU_Length, the pad and the CRC.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) appendFPDU(s *[slotSize]byte, ulpdu, first int) {
+	b := &e.tx.b
+	iw.PutFPDUHeader(s[:], ulpdu)
+	var crc uint32
+	if e.crc {
+		var c iw.CRC32c
+		for _, p := range b.bufs[first:] {
+			c.Write(p)
+		}
+		crc = c.Sum32()
+	}
+	n := iw.PutTrailer(s[hdrRoom:], ulpdu, crc)
+	b.bufs = append(b.bufs, s[hdrRoom:hdrRoom+n])
+	b.bytes += iw.FPDULen(ulpdu)
+	b.ends[b.fpdus] = b.bytes
+	b.fpdus++
+}

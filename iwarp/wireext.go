@@ -1,0 +1,164 @@
+package iwarp
+
+import (
+	"encoding/binary"
+
+	"goverbs/internal/wire/iw"
+)
+
+// goverbs wire extensions. They travel only between peers that both
+// announced them in the capability block of the MPA private data (see
+// iw.Caps); a peer that did not (Linux siw) never receives them.
+//
+// RFC 5040 and RFC 7306 leave RDMAP opcodes 0xC-0xF unassigned. goverbs uses
+// them as follows, each an untagged DDP message with the DDP and RDMAP
+// version 1 and the L bit set on the last segment:
+//
+//	0xC  FLUSH request          QN 1, one segment, 28-byte header:
+//	                            Request ID(4) STag(4) TO(8) Length(8) Type(4)
+//	0xD  ATOMIC WRITE request   QN 1, one segment, 24-byte header:
+//	                            Request ID(4) STag(4) TO(8) Data(8)
+//	0xE  Send with Immediate    QN 0, like Send (opcode 0x3): the 32-bit
+//	                            immediate value travels in RsvdULP[8:40],
+//	                            where Send with Invalidate carries its STag
+//	0xF  Send with Immediate    as 0xE, with the Solicited Event
+//	     and Solicited Event
+//
+// FLUSH and ATOMIC WRITE requests share QN 1 and its MSN sequence with RDMA
+// Read and Atomic Requests, count against the same ORD/IRD, and are
+// answered in order with an RFC 7306 Atomic Response (opcode 0xB, QN 3)
+// carrying the request's ID and an Original Remote Data Value of zero. A
+// refused one is answered with a Terminate, like any request.
+//
+// WRITE_WITH_IMM needs no private opcode: it is an RDMA Write followed by an
+// RFC 7306 Immediate Data message (0x8, or 0x9 with the solicited event)
+// whose 8 bytes carry the 32-bit immediate value in network order,
+// followed by four zero bytes.
+//
+// All integers are big-endian. Type is the verbs FlushType bits
+// (provider.FlushGlobal, FlushPersistent, FlushWholeRegion).
+const (
+	opFlush        iw.Opcode = 0xC
+	opAtomicWrite  iw.Opcode = 0xD
+	opSendImm      iw.Opcode = 0xE
+	opSendImmSE    iw.Opcode = 0xF
+	flushReqSize             = 28
+	atomicWriteReq           = 24
+)
+
+// featureConnInfo is a goverbs capability bit beside those of package iw:
+// an 8-byte connection block follows the capability block in the private
+// data, holding the sender's QP number and initial send sequence number, so
+// that both QPs report the peer's QPN and PSN as InfiniBand connections do.
+// iWARP itself numbers messages per queue (MSN) and has no PSN; the value
+// is informational.
+const featureConnInfo iw.Features = 0x10
+
+// connInfoSize is the size of the connection block.
+const connInfoSize = 8
+
+// ourFeatures are the extensions this implementation offers.
+const ourFeatures = iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush |
+	iw.FeatureAtomicWrite | featureConnInfo
+
+// putConnInfo writes the connection block into b[:connInfoSize].
+func putConnInfo(b []byte, qpn, psn uint32) {
+	binary.BigEndian.PutUint32(b, qpn&0xFFFFFF)
+	binary.BigEndian.PutUint32(b[4:], psn&0xFFFFFF)
+}
+
+// connInfo reads a connection block; ok is false when b is too short.
+func connInfo(b []byte) (qpn, psn uint32, ok bool) {
+	if len(b) < connInfoSize {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(b) & 0xFFFFFF, binary.BigEndian.Uint32(b[4:]) & 0xFFFFFF, true
+}
+
+// privateHeaderLen is the RDMAP header length of a goverbs private opcode
+// (after the 18-byte untagged DDP header), and the feature it needs.
+func privateHeaderLen(op iw.Opcode) (n int, need iw.Features, ok bool) {
+	switch op {
+	case opFlush:
+		return flushReqSize, iw.FeatureFlush, true
+	case opAtomicWrite:
+		return atomicWriteReq, iw.FeatureAtomicWrite, true
+	case opSendImm, opSendImmSE:
+		return 0, iw.FeatureImmediate, true
+	}
+	return 0, 0, false
+}
+
+// privateQN is the queue a private opcode travels on.
+func privateQN(op iw.Opcode) uint32 {
+	if op == opSendImm || op == opSendImmSE {
+		return iw.QNSend
+	}
+	return iw.QNReadRequest
+}
+
+// checkPrivate validates the headers of a segment carrying a private opcode,
+// as iw.CheckULPDU does for the standard ones: u starts at the DDP control
+// byte and holds at least the headers or the whole segment. It returns the
+// header length.
+func checkPrivate(u []byte, op iw.Opcode, have iw.Features) (int, error) {
+	n, need, _ := privateHeaderLen(op)
+	switch {
+	case len(u) < iw.DDPUntaggedHeaderSize:
+		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPCatastrophic, iw.CodeLocalCatastrophic,
+			"%d-byte DDP segment", len(u))
+	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
+		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
+			"DDP version %d", iw.DDPControl(u[0]).Version())
+	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
+			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
+	case have&need == 0 || iw.DDPControl(u[0]).Tagged():
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnexpectedOpcode,
+			"opcode %#x not negotiated", uint8(op))
+	case iw.DDPUntagged(u).QN() != privateQN(op):
+		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidQN,
+			"opcode %#x on QN %d", uint8(op), iw.DDPUntagged(u).QN())
+	case len(u) < iw.DDPUntaggedHeaderSize+n:
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnspecified,
+			"opcode %#x header needs %d bytes", uint8(op), n)
+	}
+	return iw.DDPUntaggedHeaderSize + n, nil
+}
+
+// flushReq is a view of a FLUSH request header.
+type flushReq []byte
+
+func (f flushReq) reqID() uint32  { return binary.BigEndian.Uint32(f) }
+func (f flushReq) stag() uint32   { return binary.BigEndian.Uint32(f[4:]) }
+func (f flushReq) to() uint64     { return binary.BigEndian.Uint64(f[8:]) }
+func (f flushReq) length() uint64 { return binary.BigEndian.Uint64(f[16:]) }
+func (f flushReq) typ() uint32    { return binary.BigEndian.Uint32(f[24:]) }
+
+func (f flushReq) encode(id, stag uint32, to, n uint64, typ uint32) {
+	binary.BigEndian.PutUint32(f, id)
+	binary.BigEndian.PutUint32(f[4:], stag)
+	binary.BigEndian.PutUint64(f[8:], to)
+	binary.BigEndian.PutUint64(f[16:], n)
+	binary.BigEndian.PutUint32(f[24:], typ)
+}
+
+// atomicWriteReqHdr is a view of an ATOMIC WRITE request header.
+type atomicWriteReqHdr []byte
+
+func (a atomicWriteReqHdr) reqID() uint32 { return binary.BigEndian.Uint32(a) }
+func (a atomicWriteReqHdr) stag() uint32  { return binary.BigEndian.Uint32(a[4:]) }
+func (a atomicWriteReqHdr) to() uint64    { return binary.BigEndian.Uint64(a[8:]) }
+func (a atomicWriteReqHdr) data() uint64  { return binary.BigEndian.Uint64(a[16:]) }
+
+func (a atomicWriteReqHdr) encode(id, stag uint32, to, v uint64) {
+	binary.BigEndian.PutUint32(a, id)
+	binary.BigEndian.PutUint32(a[4:], stag)
+	binary.BigEndian.PutUint64(a[8:], to)
+	binary.BigEndian.PutUint64(a[16:], v)
+}
+
+// termErrf builds the protocol error that carries the Terminate to send.
+func termErrf(l iw.Layer, et iw.EType, c iw.ErrorCode, format string, args ...any) error {
+	return newTermError(iw.Term{Layer: l, EType: et, Code: c}, format, args...)
+}
