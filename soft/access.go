@@ -57,15 +57,13 @@ func (t *Target) Release() {
 
 // Access resolves a remote request on qp for n bytes at (rkey, addr) that
 // needs the rights need (a single remote right, or flush rights). It checks,
-// in this order, the key, the protection domain, the window's QP, the QP's
-// own access flags, the region's or window's rights and the bounds
-// (SEMANTICS 14). A zero-length access needs no key and touches nothing.
+// in this order, the key, the protection domain, the window's QP, then (in
+// CheckDescriptor) the QP's own access flags, the region's or window's
+// rights and the bounds (SEMANTICS 14). A zero-length access needs no key
+// and touches nothing.
 func (qp *QP) Access(rkey uint32, addr, n uint64, need provider.Access) (Target, Fault) {
 	if n == 0 {
 		return Target{}, FaultNone
-	}
-	if !qp.grants(need) {
-		return Target{}, FaultQPRights
 	}
 	keys := qp.dev.keys
 	keys.mu.RLock()
@@ -89,11 +87,8 @@ func (qp *QP) Access(rkey uint32, addr, n uint64, need provider.Access) (Target,
 	if mr.pd != qp.pd {
 		return Target{}, FaultPD
 	}
-	if !rights.Has(need) {
-		return Target{}, FaultRights
-	}
-	if addr < base || addr-base > size || n > size-(addr-base) {
-		return Target{}, FaultBounds
+	if f := CheckDescriptor(qp.RemoteAccess(), base, size, rights, addr, n, need); f != FaultNone {
+		return Target{}, f
 	}
 	buf, _ := span(mr.buf, mr.addr, addr, n)
 	mr.remoteRefs.Add(1)
@@ -108,14 +103,6 @@ func (qp *QP) AtomicAccess(rkey uint32, addr uint64, need provider.Access) (Targ
 		return Target{}, FaultAlignment
 	}
 	return qp.Access(rkey, addr, 8, need)
-}
-
-// grants reports whether the QP's access flags allow the peer need. Like
-// rxe, a QP's flags gate READ, WRITE and atomics; FLUSH rights are the
-// region's alone.
-func (qp *QP) grants(need provider.Access) bool {
-	remote := need & (provider.AccessRemoteRead | provider.AccessRemoteWrite | provider.AccessRemoteAtomic)
-	return qp.remoteAccess.Load()&uint32(remote) == uint32(remote)
 }
 
 // resolveLocalLocked resolves one local SGE of a work request on a QP of pd.

@@ -1,0 +1,18 @@
+package bench
+
+import (
+	"goverbs/provider"
+	"goverbs/shm"
+)
+
+func init() {
+	register(Transport{
+		Name:    "shm",
+		Summary: "same-host shared memory (memfd rings, one-sided copies by the initiator), set up over a Unix socket",
+		Reach:   ReachHost,
+		CPUNote: "shared memory: a one-sided WRITE or READ is a copy by the initiator's CPU, " +
+			"the remote CPU does nothing for it (a SEND is served by the receiver's engine)",
+		New:        each(func(string) provider.Provider { return shm.New(shm.Config{}) }),
+		ListenAddr: anyAddr,
+	})
+}

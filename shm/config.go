@@ -1,0 +1,100 @@
+package shm
+
+import (
+	"fmt"
+	"time"
+
+	"goverbs/provider"
+)
+
+// Notify is how a connection's engine learns that its peer published
+// something (a message, a response, an acknowledgement): by polling shared
+// memory, or by sleeping on an eventfd doorbell the peer rings.
+type Notify uint8
+
+const (
+	// NotifyEvent (the default) polls for Config.Spin after the last
+	// activity, then sleeps on the connection's eventfd; the peer writes
+	// the eventfd only when it sees the engine asleep. An idle connection
+	// costs no CPU; the first message after a pause pays a wake-up.
+	NotifyEvent Notify = iota
+	// NotifyPoll never sleeps while the connection is up: lowest latency
+	// for SENDs and owner-served requests, one busy goroutine per
+	// connection.
+	NotifyPoll
+)
+
+func (n Notify) String() string {
+	if n == NotifyPoll {
+		return "poll"
+	}
+	return "event"
+}
+
+// Defaults of Config.
+const (
+	DefaultRingSize   = 256 << 10
+	DefaultMaxExports = 4096
+	DefaultSpin       = 50 * time.Microsecond
+	DefaultTimeout    = 10 * time.Second
+	// MaxPrivateData is the longest private data a connection carries in
+	// either direction.
+	MaxPrivateData = 1024
+)
+
+// Config configures a shared-memory device. Zero fields take defaults.
+type Config struct {
+	// Name names the device ("shm0" when empty).
+	Name string
+	// Caps overrides soft device limits (see soft.Config).
+	Caps provider.Caps
+	// Notify is the default notification mode of the device's
+	// connections; Provider.SetNotify changes it per QP.
+	Notify Notify
+	// Spin is how long an idle engine polls before it sleeps
+	// (NotifyEvent).
+	Spin time.Duration
+	// RingSize is the size in bytes of each of a connection's two rings
+	// per direction (requests, responses): a power of two, at least
+	// 64 KiB. SEND payloads and owner-served requests travel through
+	// them.
+	RingSize int
+	// MaxExports bounds how many regions one connection maps from its
+	// peer; regions beyond it are served by the owner instead.
+	MaxExports int
+	// Timeout bounds every connection-management step whose context has
+	// no deadline, and the wait of Deregister for a peer to leave a
+	// region.
+	Timeout time.Duration
+	// AnyUser accepts peers of any user id. By default a connection is
+	// refused unless the peer process runs as this process's user
+	// (SO_PEERCRED).
+	AnyUser bool
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Name == "" {
+		c.Name = "shm0"
+	}
+	if c.Spin <= 0 {
+		c.Spin = DefaultSpin
+	}
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+	}
+	if c.RingSize < 64<<10 || c.RingSize > 1<<30 || c.RingSize&(c.RingSize-1) != 0 {
+		return c, fmt.Errorf("%w: shm ring size %d: a power of two from 64 KiB to 1 GiB", provider.ErrInvalidArgument, c.RingSize)
+	}
+	if c.MaxExports <= 0 {
+		c.MaxExports = DefaultMaxExports
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c, nil
+}
+
+// ErrNotSupported is returned where shared-memory connections cannot work
+// (systems other than Linux). It matches provider.ErrNotSupported and
+// errors.ErrUnsupported.
+var ErrNotSupported = fmt.Errorf("shm: shared-memory transport needs Linux (memfd, SCM_RIGHTS, eventfd): %w", provider.ErrNotSupported)

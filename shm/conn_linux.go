@@ -1,0 +1,218 @@
+package shm
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// conn is one connected QP: the link's soft.Endpoint.
+//
+// Goroutines: the runner executes the send queue on whichever goroutine
+// kicks it (PostSend, the engine), one at a time (runner_linux.go); the
+// engine goroutine serves the peer's requests and completes ours
+// (engine_linux.go); the reader goroutine handles control messages and
+// notices the peer's death (reader_linux.go). Fields say who touches them.
+type conn struct {
+	l   *link
+	qp  *soft.QP
+	pd  *soft.PD
+	ctl ctlConn
+	pid int // the peer process (SO_PEERCRED)
+
+	me   *local  // our segment and doorbell; immutable pointers
+	peer *remote // the peer's; immutable pointers
+
+	mode atomic.Uint32 // Notify, set by Provider.SetNotify
+	qpMu sync.Mutex    // serializes publishQP's stores
+
+	errored    atomic.Bool // our QP entered ERR (Endpoint.Errored)
+	gone       atomic.Bool // the peer left (socket EOF, disconnect, protocol error)
+	aborting   atomic.Bool // the peer broke the protocol: stop reading its segment
+	peerClosed atomic.Bool // the control socket reached EOF: the peer no longer runs
+	detached   atomic.Bool // Endpoint.Detach: touch neither the QP nor its WQEs
+	kickEng    atomic.Bool // a local reason for the engine to look again
+
+	cnt  counters // QP.Counters
+	run  runner   // requester state; runner_linux.go
+	fl   inflight // ring requests awaiting the peer; runner and engine
+	eng  engine   // engine goroutine only; engine_linux.go
+	exp  exports  // regions we exported to the peer; guarded by l.mu
+	acks acks     // answers to our exports that registrations wait for
+	imp  imports  // regions the peer exported to us; reader writes, runner reads
+
+	engDone    chan struct{}
+	readerDone chan struct{}
+	ready      chan struct{} // closed when the peer's initial exports are mapped
+	readyOnce  sync.Once
+	helpers    sync.WaitGroup // abort's goroutines, which Detach waits for
+	stopWatch  func()         // stops the pidfd watcher
+	detachOnce sync.Once
+}
+
+// newConn assembles a connection from both halves. It takes ownership of
+// ctl, me and peer.
+func newConn(l *link, qp *soft.QP, ctl ctlConn, pid int, me *local, peer *remote) *conn {
+	c := &conn{
+		l: l, qp: qp, pd: qp.PD(), ctl: ctl, pid: pid, me: me, peer: peer,
+		engDone: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan struct{}),
+	}
+	c.mode.Store(uint32(l.notifyFor(qp.QPN())))
+	c.run.init(c)
+	c.eng.init(c)
+	c.exp.init(me.seg.g.slots)
+	c.imp.init()
+	return c
+}
+
+// start runs the engine and the reader and exports the regions of the QP's
+// protection domain. The QP is established.
+func (c *conn) start() {
+	c.publishQP()
+	var watch func()
+	watch, c.stopWatch = c.watchPeer()
+	go c.engineLoop()
+	go c.readLoop()
+	go watch()
+	c.l.attach(c)
+}
+
+// awaitReady waits until the regions the peer had registered when the
+// connection started are mapped here, so that the first operations on them
+// take the direct path. A peer that does not say so in time costs nothing
+// but speed: its regions stay reachable through it.
+func (c *conn) awaitReady(deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.ready:
+	case <-c.readerDone:
+	case <-t.C:
+	}
+}
+
+// publishQP publishes whether our QP accepts requests and its access
+// flags, if they changed. Called on every event that can change them, from
+// any goroutine: the word is recomputed under qpMu before it is stored, so
+// an older computation never overwrites a newer one.
+func (c *conn) publishQP() {
+	p := c.me.seg.word(offQPWord)
+	if p.Load() == c.qpWordNow() {
+		return
+	}
+	c.qpMu.Lock()
+	p.Store(c.qpWordNow())
+	c.qpMu.Unlock()
+}
+
+func (c *conn) qpWordNow() uint64 {
+	return qpWord(c.qp.CanReceive() && !c.errored.Load(), c.qp.RemoteAccess())
+}
+
+// notifyPeer wakes the peer's engine if it sleeps. Called after publishing
+// a position or counter the peer may wait on (see the doorbell protocol in
+// layout_linux.go).
+func (c *conn) notifyPeer() {
+	if c.peer.seg.word(offSleeping).Load() != 0 {
+		c.cnt.doorbells.Add(1)
+		ring(c.peer.efd)
+	}
+}
+
+// wakeEngine gives the engine a local reason to look again.
+func (c *conn) wakeEngine() {
+	c.kickEng.Store(true)
+	if c.me.seg.word(offSleeping).Load() != 0 {
+		ring(c.me.efdRaw)
+	}
+}
+
+// SendReady implements soft.Endpoint.
+func (c *conn) SendReady() {
+	c.publishQP()
+	c.runSends()
+}
+
+// RecvReady implements soft.Endpoint: a SEND waiting for a receive may go.
+func (c *conn) RecvReady() {
+	if c.eng.rnrWaiting.Load() {
+		c.wakeEngine()
+	}
+}
+
+// Errored implements soft.Endpoint: our QP entered ERR.
+func (c *conn) Errored() {
+	c.errored.Store(true)
+	c.publishQP()
+	c.wakeEngine()
+	c.runSends()
+}
+
+// Disconnect implements soft.Endpoint: tell the peer its QP must fail.
+func (c *conn) Disconnect() {
+	if !c.gone.Load() {
+		c.ctl.send([]byte{msgDisconnect}, time.Second)
+	}
+}
+
+// Detach implements soft.Endpoint: stop every goroutine, then release
+// everything the connection holds. On return nothing touches the QP.
+func (c *conn) Detach() {
+	c.detachOnce.Do(func() {
+		c.detached.Store(true)
+		c.gone.Store(true)
+		c.l.detach(c) // no more exports or revocations
+		c.ctl.c.Close()
+		<-c.readerDone
+		if c.stopWatch != nil {
+			c.stopWatch()
+		}
+		c.wakeEngine()
+		<-c.engDone
+		c.run.quiesce()
+		c.helpers.Wait()
+		c.imp.dropAll(c)
+		c.peer.close()
+		c.me.close()
+	})
+}
+
+// peerLeft handles the end of the connection from the peer's side: its
+// death (socket EOF), its disconnect, or a protocol violation. The QP moves
+// to ERR, its outstanding work is flushed, and the peer's regions are
+// unmapped.
+func (c *conn) peerLeft(err error) {
+	if !c.gone.CompareAndSwap(false, true) {
+		return
+	}
+	c.imp.dropAll(c)
+	if !c.detached.Load() {
+		c.qp.Fail(provider.EventPeerDisconnected, err)
+	}
+	c.wakeEngine()
+}
+
+// abort ends the connection because the peer broke the protocol. The rest
+// happens on another goroutine: the caller may be the runner, whose busy
+// word peerLeft waits for.
+func (c *conn) abort(err error) {
+	if !c.aborting.CompareAndSwap(false, true) {
+		return
+	}
+	c.ctl.send([]byte{msgDisconnect}, 100*time.Millisecond)
+	c.helpers.Go(func() { c.peerLeft(err) })
+}
+
+// startFailed ends a connection whose QP was established but whose
+// handshake then failed: its goroutines never run, and the QP fails.
+func (c *conn) startFailed(err error) {
+	close(c.readerDone)
+	close(c.engDone)
+	c.gone.Store(true)
+	c.peerClosed.Store(true)
+	c.ctl.c.Close()
+	c.qp.Fail(provider.EventPeerDisconnected, err)
+}

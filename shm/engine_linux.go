@@ -1,0 +1,232 @@
+package shm
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// engine is the state of a connection's engine goroutine: it serves the
+// peer's ring requests as a responder (responder_linux.go) and completes
+// our own ring requests from the peer's responses and acknowledgements.
+// Every field is the engine goroutine's, except rnrWaiting, which
+// RecvReady reads.
+type engine struct {
+	c      *conn
+	rxReq  rxRing // the peer's request ring
+	txResp txRing // our response ring
+	rxResp rxRing // the peer's response ring
+
+	cur       message // the request being served, across fragments and RNR waits
+	read      readJob // the READ response being produced
+	discard   bool    // we answered an error: drop the peer's later requests
+	abandoned uint64  // a request given up on that still needs its error answer
+	ack       uint64  // our ackMSN, published after the responses it covers
+	blocked   blockReason
+
+	rnrWaiting  atomic.Bool // a SEND waits for a receive (RecvReady wakes us)
+	rnrDeadline time.Time   // when it fails with RNR_RETRY_EXC_ERR; zero: never
+
+	acked    uint64 // the peer's ackMSN last applied
+	lastCons uint64 // the peer's reqCons last seen, to kick a stalled runner
+	respCons uint64 // the peer's respCons when a response last found the ring full
+	fs       []finished
+	buf      [8]byte
+}
+
+// blockReason says why the request at the head of the ring waits.
+type blockReason uint8
+
+const (
+	notBlocked  blockReason = iota
+	blockedRNR              // no receive posted
+	blockedResp             // our response ring is full
+)
+
+func (e *engine) init(c *conn) {
+	me, peer := c.me.seg, c.peer.seg
+	e.c = c
+	e.rxReq = rxRing{buf: peer.reqRingBytes(), prod: peer.word(offReqProd), cons: me.word(offReqCons)}
+	e.txResp = txRing{buf: me.respRingBytes(), prod: me.word(offRespProd), cons: peer.word(offRespCons)}
+	e.rxResp = rxRing{buf: peer.respRingBytes(), prod: peer.word(offRespProd), cons: me.word(offRespCons)}
+}
+
+// engineLoop runs until Detach. In NotifyEvent mode it sleeps on the
+// doorbell after Config.Spin without progress; in NotifyPoll mode it never
+// sleeps.
+func (c *conn) engineLoop() {
+	e := &c.eng
+	defer close(c.engDone)
+	defer e.release()
+	idle := time.Now()
+	for !c.detached.Load() {
+		c.kickEng.Store(false)
+		if e.pass() {
+			idle = time.Now()
+			continue
+		}
+		if Notify(c.mode.Load()) == NotifyPoll || time.Since(idle) < c.l.cfg.Spin {
+			runtime.Gosched()
+			continue
+		}
+		e.sleep()
+		idle = time.Now()
+	}
+}
+
+// pass does everything that can be done now and reports progress.
+func (e *engine) pass() bool {
+	c := e.c
+	if c.gone.Load() || c.errored.Load() {
+		e.abandon()
+	}
+	if c.gone.Load() || c.aborting.Load() {
+		return false
+	}
+	p := e.complete()
+	if e.serve() {
+		p = true
+	}
+	if e.kickRunner() {
+		p = true
+	}
+	return p
+}
+
+// hasWork reports whether a pass could make progress. It reads every word
+// the peer publishes that we wait on, after sleeping was announced.
+func (e *engine) hasWork() bool {
+	c := e.c
+	if c.kickEng.Load() || c.detached.Load() {
+		return true
+	}
+	if c.gone.Load() || c.aborting.Load() {
+		return false
+	}
+	if e.rxResp.pending() || (c.fl.count.Load() > 0 && c.peer.seg.word(offAckMSN).Load() != e.acked) {
+		return true
+	}
+	if c.run.stalled.Load() && c.peer.seg.word(offReqCons).Load() != e.lastCons {
+		return true
+	}
+	switch e.blocked {
+	case blockedRNR:
+		return !e.rnrDeadline.IsZero() && !time.Now().Before(e.rnrDeadline)
+	case blockedResp:
+		return c.peer.seg.word(offRespCons).Load() != e.respCons
+	}
+	return e.rxReq.pending()
+}
+
+// sleep waits on the doorbell, after announcing it (see the protocol in
+// layout_linux.go), until the peer or a local event rings it, or until the
+// RNR deadline.
+func (e *engine) sleep() {
+	c := e.c
+	sleeping := c.me.seg.word(offSleeping)
+	sleeping.Store(1)
+	if !e.hasWork() {
+		deadline := time.Time{}
+		if e.blocked == blockedRNR {
+			deadline = e.rnrDeadline
+		}
+		c.cnt.sleeps.Add(1)
+		c.me.efd.SetReadDeadline(deadline)
+		c.me.efd.Read(e.buf[:])
+	}
+	sleeping.Store(0)
+}
+
+// complete applies the peer's responses to our ring requests and completes
+// those it acknowledged.
+func (e *engine) complete() bool {
+	c := e.c
+	ack := c.peer.seg.word(offAckMSN).Load()
+	progress := false
+	var rec record
+	for {
+		payload, ok, err := e.rxResp.peek(&rec)
+		if err != nil {
+			c.abort(err)
+			return false
+		}
+		if !ok {
+			break
+		}
+		if err := e.response(&rec, payload); err != nil {
+			c.abort(err)
+			return false
+		}
+		e.rxResp.consume(&rec)
+		progress = true
+	}
+	if progress && e.rxResp.publish() {
+		c.notifyPeer()
+	}
+	if ack != e.acked {
+		raceAcquire()
+		e.acked = ack
+	}
+	if c.fl.count.Load() == 0 {
+		return progress
+	}
+	e.fs = c.fl.done(ack, e.fs[:0])
+	n := len(e.fs)
+	complete(c.qp, e.fs)
+	clear(e.fs)
+	if n > 0 && c.run.stalled.Swap(false) {
+		c.runSends()
+	}
+	return progress || n > 0
+}
+
+// response applies one response record to the WQE it answers.
+func (e *engine) response(rec *record, payload []byte) error {
+	c := e.c
+	var bad bool
+	switch rec.typ {
+	case recReadResp:
+		c.fl.with(rec.msn, func(w *soft.SendWQE) {
+			if rec.swap > w.Len || uint64(len(payload)) > w.Len-rec.swap {
+				bad = true
+				return
+			}
+			soft.Scatter(w.Local, rec.swap, payload)
+		})
+	case recAtomicResp:
+		c.fl.with(rec.msn, func(w *soft.SendWQE) { soft.PutAtomicResult(w.Local, rec.total) })
+	case recError:
+		if provider.Status(rec.op) == provider.StatusSuccess {
+			bad = true
+			break
+		}
+		c.fl.setErr(rec.msn, provider.Status(rec.op))
+	default:
+		bad = true
+	}
+	if bad {
+		return errBadResponse
+	}
+	return nil
+}
+
+var errBadResponse = fmt.Errorf("%w: malformed response record", provider.ErrProtocol)
+
+// kickRunner restarts a runner that waits for ring space the peer freed.
+func (e *engine) kickRunner() bool {
+	c := e.c
+	cons := c.peer.seg.word(offReqCons).Load()
+	if cons == e.lastCons {
+		return false
+	}
+	e.lastCons = cons
+	if c.run.stalled.Swap(false) {
+		c.runSends()
+		return true
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+//go:build linux
+
+package shm_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"goverbs/internal/conformance"
+	"goverbs/mem"
+	"goverbs/shm"
+	"goverbs/verbs"
+)
+
+// side is one end of a test connection.
+type side struct {
+	p   *shm.Provider
+	dev *verbs.Device
+	pd  *verbs.PD
+	cq  *verbs.CQ
+	qp  *verbs.QP
+}
+
+var testCap = verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
+
+// newSide opens a device with a PD, a CQ and a QP in RESET.
+func newSide(t testing.TB, cfg shm.Config) *side {
+	t.Helper()
+	s := &side{p: shm.New(cfg)}
+	var err error
+	if s.dev, err = verbs.Open(s.p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.dev.Close() })
+	s.pd = must(s.dev.AllocPD())(t)
+	s.cq = must(s.dev.CreateCQ(1024))(t)
+	s.qp = must(s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: testCap}))(t)
+	return s
+}
+
+// connectPair connects a's QP to b's (b listens) and returns both.
+func connectPair(t testing.TB, cfgA, cfgB shm.Config) (a, b *side) {
+	t.Helper()
+	a, b = newSide(t, cfgA), newSide(t, cfgB)
+	ln := must(b.dev.Listen(""))(t)
+	t.Cleanup(func() { ln.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			_, err = req.Accept(ctx, b.qp, verbs.ConnParam{})
+		}
+		errc <- err
+	}()
+	if _, err := a.dev.Dial(ctx, ln.Addr(), a.qp, verbs.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// memMR registers n bytes of memfd memory.
+func memMR(t testing.TB, pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
+	t.Helper()
+	r := must(mem.Alloc(n, mem.Prefault))(t)
+	mr, err := pd.RegisterMemory(r, access)
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Deregister(); r.Close() })
+	return mr
+}
+
+// goMR registers n bytes of Go memory.
+func goMR(t testing.TB, pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
+	t.Helper()
+	mr := must(pd.RegisterMR(make([]byte, n), access))(t)
+	t.Cleanup(func() { mr.Deregister() })
+	return mr
+}
+
+// counter returns a QP counter by name.
+func counter(qp *verbs.QP, name string) uint64 {
+	for _, c := range qp.Counters() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return 0
+}
+
+// waitCounter waits until a QP counter reaches n.
+func waitCounter(t testing.TB, qp *verbs.QP, name string, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for counter(qp, name) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("counter %s stays at %d, want %d", name, counter(qp, name), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// post posts WRs and fails the test on error.
+func post(t testing.TB, qp *verbs.QP, wrs ...verbs.SendWR) {
+	t.Helper()
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll waits for n completions.
+func poll(t testing.TB, cq *verbs.CQ, n int) []verbs.WorkCompletion {
+	t.Helper()
+	wcs, err := conformance.PollN(cq, n, 10*time.Second)
+	if err != nil || len(wcs) != n {
+		t.Fatalf("poll: %d of %d completions (%v): %+v", len(wcs), n, err, wcs)
+	}
+	return wcs
+}
+
+func expectStatus(t testing.TB, wc verbs.WorkCompletion, id uint64, st verbs.Status) {
+	t.Helper()
+	if wc.WRID != id || wc.Status != st {
+		t.Fatalf("completion %+v (%v), want WR %d with %v", wc, wc.Status, id, st)
+	}
+}
+
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
