@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,7 @@ func startClient(ctx context.Context, cfg *Config, t Transport, opt Options) (*c
 		}
 		conn, cl.inproc = c, nil
 	}
+	cl.autoWait(opt.Connect)
 	cl.c = newCtrl(conn)
 	if err := cl.hello(ctx); err != nil {
 		cl.c.close()
@@ -84,6 +86,37 @@ func startClient(ctx context.Context, cfg *Config, t Transport, opt Options) (*c
 		return nil, nil, err
 	}
 	return cl, wait, nil
+}
+
+// autoWait chooses how a run without --poll or --events waits: by busy
+// polling, unless the goroutines that spin would outnumber the CPUs. Each
+// side spins on its CQ, and a transport with engines spins on its sockets
+// too (Transport.Engines); both sides count when they share the host. More
+// spinners than CPUs leave the Go and OS schedulers to time-slice them, and
+// Go polls the network only every 10 ms when no processor idles: messages
+// would wait milliseconds, which would measure the scheduler, not RDMA.
+func (cl *client) autoWait(connect string) {
+	if cl.cfg.Poll || cl.cfg.Events {
+		return
+	}
+	sides := 2
+	if connect != "" && !isLoopbackHost(connect) {
+		sides = 1
+	}
+	cl.spinners = sides * (1 + cl.t.Engines)
+	if cl.spinners > runtime.NumCPU() {
+		cl.cfg.Events, cl.autoEvents = true, true
+	}
+}
+
+// isLoopbackHost reports whether addr names this host's loopback.
+func isLoopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // ignorePeerGone treats the client closing the control connection after
@@ -97,16 +130,20 @@ func ignorePeerGone(err error) error {
 
 // client drives a run.
 type client struct {
-	cfg       *Config
-	t         Transport
-	opt       Options
-	c         *ctrl
-	inproc    *inProcess // nil across processes
-	samePID   bool
-	placement string
-	dataPath  provider.DataPath // of the transport's devices, once one is open
-	host      string            // our IP address on the control connection
-	sessions  atomic.Int64
+	cfg    *Config
+	t      Transport
+	opt    Options
+	c      *ctrl
+	inproc *inProcess // nil across processes
+	// autoEvents: the run waits on CQs because busy polling would need
+	// spinners goroutines, more than the CPUs (autoWait).
+	autoEvents bool
+	spinners   int
+	samePID    bool
+	placement  string
+	dataPath   provider.DataPath // of the transport's devices, once one is open
+	host       string            // our IP address on the control connection
+	sessions   atomic.Int64
 }
 
 func (cl *client) hello(ctx context.Context) error {
@@ -170,7 +207,7 @@ func (cl *client) providers(session int64) (provider.Provider, error) {
 	if cl.inproc != nil {
 		n += cl.cfg.peers()
 	}
-	ps, err := cl.t.New(n, cl.host, "")
+	ps, err := cl.t.New(n, cl.host, Open{BusyPoll: !cl.cfg.Events})
 	if err != nil {
 		return nil, err
 	}

@@ -49,8 +49,11 @@ type Config struct {
 	// tests.
 	Inline   int  `json:"inline,omitempty"`
 	NoInline bool `json:"no_inline,omitempty"`
-	// Events waits on the CQ (CQ.Wait) instead of busy-polling it.
+	// Events waits on the CQ (CQ.Wait) instead of busy-polling it; Poll
+	// busy-polls. With neither, the runner busy-polls unless the spinning
+	// goroutines that needs would outnumber the CPUs (see autoWait).
 	Events bool `json:"events,omitempty"`
+	Poll   bool `json:"poll,omitempty"`
 	// QPs is the number of connections to each peer; Threads the number of
 	// goroutines driving them on each device; Peers the number of peer
 	// devices. Zero means 1.

@@ -115,7 +115,7 @@ func TestTransports(t *testing.T) {
 		if tr.Name == "loopback" || (tr.Name == "shm" && runtime.GOOS != "linux") {
 			continue
 		}
-		if ps, err := tr.New(1, "127.0.0.1", ""); err != nil || opens(ps[0]) != nil {
+		if ps, err := tr.New(1, "127.0.0.1", Open{}); err != nil || opens(ps[0]) != nil {
 			t.Logf("%s: no device in this build or on this machine: %v", tr.Name, err)
 			continue
 		}

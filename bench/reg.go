@@ -27,7 +27,7 @@ type regSession struct {
 func newRegSession(cfg *Config) *regSession {
 	s := &regSession{cfg: cfg}
 	t, _ := LookupTransport(cfg.Transport)
-	ps, err := t.New(1, "127.0.0.1", "")
+	ps, err := t.New(1, "127.0.0.1", Open{})
 	if err == nil {
 		s.dev, err = openDevice(ps[0])
 	}

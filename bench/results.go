@@ -86,12 +86,13 @@ func (cl *client) setCPU(r *report.Result, t Test, cpu, rcpu *cpuSpan) {
 // figures.
 func (cl *client) method(t Test) string {
 	poll := "busy-polls the CQ"
-	if cl.cfg.Events {
+	switch {
+	case cl.autoEvents:
+		poll = fmt.Sprintf("waits on the CQ: busy polling would spin %d goroutines on %d CPUs (--poll forces it)", cl.spinners, runtime.NumCPU())
+	case cl.cfg.Events:
 		poll = "waits on the CQ (--events)"
-	} else if cl.inproc != nil && cl.t.Reach != ReachProcess && runtime.GOMAXPROCS(0) < 4 {
-		// Go's netpoller runs when a CPU idles, or from sysmon every
-		// few ms: with every CPU spinning, socket goroutines wait.
-		poll += fmt.Sprintf(" on both sides of one process with %d CPUs, which can starve the transport's socket goroutines (compare --events)", runtime.GOMAXPROCS(0))
+	case cl.t.Engines > 0:
+		poll += " and the transport's sockets"
 	}
 	switch {
 	case t.Socket:

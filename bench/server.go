@@ -99,7 +99,7 @@ func (sv *server) providers(session int64) ([]provider.Provider, error) {
 		}
 		return nil, fmt.Errorf("bench: no devices for session %d", session)
 	}
-	return sv.t.New(sv.cfg.peers(), sv.host, "")
+	return sv.t.New(sv.cfg.peers(), sv.host, Open{BusyPoll: !sv.cfg.Events})
 }
 
 // listenAddr returns where peer i of a session listens.

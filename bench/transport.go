@@ -45,9 +45,12 @@ type Transport struct {
 	// a run in one process, or the peers hosted by one server process.
 	// host is the local IP address the other process is reached by
 	// ("127.0.0.1" in one process), for transports whose devices bind one;
-	// arg is what follows the name in --transport NAME:ARG (empty if
-	// nothing does).
-	New func(n int, host, arg string) ([]provider.Provider, error)
+	// o says what else the run asks of the devices.
+	New func(n int, host string, o Open) ([]provider.Provider, error)
+	// Engines is how many goroutines per device spin on their sockets or
+	// rings when the run busy-polls (Open.BusyPoll): what a busy-polling
+	// run costs in CPUs beyond the application's own spinning.
+	Engines int
 	// CPUNote says who does the remote side's work, for the CPU columns;
 	// empty means the default of the device's data path.
 	CPUNote string
@@ -58,13 +61,26 @@ type Transport struct {
 	ListenAddr func(host, name string) string
 }
 
+// Open is what a run asks of a transport's devices.
+type Open struct {
+	// Arg is what follows the name in --transport NAME:ARG (empty if
+	// nothing does).
+	Arg string
+	// BusyPoll asks a transport that can either park in Go's netpoller or
+	// spin on its sockets to spin. The benchmark busy-polls its CQs unless
+	// --events: when every processor spins, Go polls the network only from
+	// its monitor thread, every 10 ms, and a transport parked in the
+	// netpoller would wait that long for each message.
+	BusyPoll bool
+}
+
 // registry is the table of transports, by name: loopback here, and each
 // other transport from a file of its own (transport_NAME.go), so adding one
 // is one small file whose init calls [register] with a constructor of n
 // mutually reachable providers and a listen address, for example
 //
 //	register(Transport{Name: "iwarp", Reach: ReachNetwork, ListenAddr: tcpAddr,
-//		New: each(func(string) provider.Provider { return iwarp.New() })})
+//		New: each(func(string, Open) provider.Provider { return iwarp.New() })})
 //
 // (ListenAddr: anyAddr lets a transport over Unix sockets pick a fresh
 // path). A transport behind a build tag (fabric) is registered all the
@@ -75,7 +91,7 @@ var registry = []Transport{
 		Name:    "loopback",
 		Summary: "in-process reference link of the soft device (no sockets)",
 		Reach:   ReachProcess,
-		New: func(n int, _, _ string) ([]provider.Provider, error) {
+		New: func(n int, _ string, _ Open) ([]provider.Provider, error) {
 			net := loopback.NewNetwork()
 			ps := make([]provider.Provider, n)
 			for i := range ps {
@@ -94,11 +110,11 @@ func register(t Transport) { registry = append(registry, t) }
 // each returns a constructor calling newProvider once per device, for
 // transports whose separately created devices reach each other over the
 // host's network stack or file system.
-func each(newProvider func(host string) provider.Provider) func(int, string, string) ([]provider.Provider, error) {
-	return func(n int, host, _ string) ([]provider.Provider, error) {
+func each(newProvider func(host string, o Open) provider.Provider) func(int, string, Open) ([]provider.Provider, error) {
+	return func(n int, host string, o Open) ([]provider.Provider, error) {
 		ps := make([]provider.Provider, n)
 		for i := range ps {
-			ps[i] = newProvider(host)
+			ps[i] = newProvider(host, o)
 		}
 		return ps, nil
 	}
@@ -135,7 +151,10 @@ func LookupTransport(name string) (Transport, error) {
 	for _, t := range registry {
 		if t.Name == base {
 			newArg := t.New
-			t.New = func(n int, host, _ string) ([]provider.Provider, error) { return newArg(n, host, arg) }
+			t.New = func(n int, host string, o Open) ([]provider.Provider, error) {
+				o.Arg = arg
+				return newArg(n, host, o)
+			}
 			return t, nil
 		}
 	}

@@ -7,10 +7,13 @@ import (
 
 func init() {
 	register(Transport{
-		Name:       "iwarp",
-		Summary:    "iWARP over TCP (MPA/DDP/RDMAP, siw-compatible wire)",
-		Reach:      ReachNetwork,
-		New:        each(func(string) provider.Provider { return iwarp.New() }),
+		Name:    "iwarp",
+		Summary: "iWARP over TCP (MPA/DDP/RDMAP, siw-compatible wire)",
+		Engines: 1,
+		Reach:   ReachNetwork,
+		New: each(func(_ string, o Open) provider.Provider {
+			return iwarp.New(iwarp.BusyPoll(o.BusyPoll))
+		}),
 		ListenAddr: tcpAddr,
 	})
 }

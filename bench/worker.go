@@ -28,7 +28,7 @@ type worker struct {
 	// the peer waits for before it stops serving this side.
 	bidir bool
 	test  string
-	op       verbs.Opcode // the operation the test measures
+	op    verbs.Opcode // the operation the test measures
 }
 
 // ErrStall reports a poll loop that saw no completion for the stall

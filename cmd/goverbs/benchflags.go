@@ -54,7 +54,7 @@ func newBenchFlags() *benchFlags {
 	fs.IntVar(&c.RxDepth, "rx-depth", 0, "`N` receives kept posted per QP, at least 16 (default 512 bandwidth, 16 latency)")
 	fs.IntVar(&c.CQMod, "cq-mod", 0, "`N` send WRs per signalled completion (default 100 bandwidth, capped at --tx-depth; 1 latency)")
 	fs.Var(&f.inline, "inline", "send SEND/WRITE payloads of up to `N` bytes inline; 0 never (default 220 latency, 0 bandwidth)")
-	fs.BoolVar(&f.poll, "poll", false, "busy-poll completion queues (the default)")
+	fs.BoolVar(&f.poll, "poll", false, "busy-poll completion queues (the default where the CPUs allow: see --help)")
 	fs.BoolVar(&f.events, "events", false, "block on completion queues (CQ.Wait) instead of busy-polling")
 	fs.IntVar(&c.QPs, "qps", 1, "`N` connections (QPs, or sockets) to each peer")
 	fs.IntVar(&c.Threads, "threads", 1, "`N` goroutines driving each device's QPs (tcp-bw: one per connection)")
@@ -103,7 +103,7 @@ func (f *benchFlags) finish() error {
 	if f.poll && f.events {
 		return bad("--poll and --events exclude each other")
 	}
-	c.Events = f.events
+	c.Events, c.Poll = f.events, f.poll
 	c.Warmup = f.warmup.w
 	c.Inline, c.NoInline = f.inline.n, f.inline.set && f.inline.n == 0
 	switch f.fan {

@@ -56,7 +56,7 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 // probe opens one device of the transport and reads its capabilities.
 func probe(t bench.Transport) transportInfo {
 	in := transportInfo{Transport: t.Name, Summary: t.Summary, Reach: t.Reach.String()}
-	ps, err := t.New(1, "127.0.0.1", "")
+	ps, err := t.New(1, "127.0.0.1", bench.Open{})
 	if err != nil {
 		in.Error = err.Error()
 		return in
