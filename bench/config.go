@@ -105,7 +105,7 @@ const (
 
 // DefaultTransport is the transport of a run without --transport: the
 // default pure-Go transport.
-const DefaultTransport = "loopback"
+const DefaultTransport = "iwarp"
 
 // Check checks the configuration and fills in the transport and test
 // defaults it can decide alone; the per-test defaults are applied by the

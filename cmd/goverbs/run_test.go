@@ -31,8 +31,9 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// quick are flags that keep a bench run short in tests.
-var quick = []string{"--iters", "30", "--warmup", "5", "--no-progress"}
+// quick are flags that keep a bench run short in tests; the tests check the
+// command's plumbing, on the in-process reference transport.
+var quick = []string{"--iters", "30", "--warmup", "5", "--no-progress", "--transport", "loopback"}
 
 func benchRun(t *testing.T, args ...string) (int, string, string) {
 	return goverbs(t, append(append([]string{"bench"}, quick...), args...)...)
