@@ -1,0 +1,132 @@
+//go:build cgo && libfabric
+
+package fabric_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"goverbs/fabric"
+	"goverbs/verbs"
+)
+
+// Child processes: the test binary re-executes itself to be a peer that can
+// die for real (childVictim) or the server of a ping-pong benchmark
+// (childPingPong, in bench_test.go), as fi_pingpong runs one process per
+// side.
+
+const (
+	childEnv     = "GOVERBS_FABRIC_CHILD"
+	childSpecEnv = "GOVERBS_FABRIC_CHILD_SPEC"
+
+	childVictim   = "victim"
+	childPingPong = "pingpong"
+)
+
+// child is a running child process and what it announced.
+type child struct {
+	cmd    *exec.Cmd
+	addr   string          // where it listens
+	remote verbs.RemoteBuf // a region of it, when it has one
+	line   []string        // the rest of its announcement
+	done   chan struct{}
+}
+
+// startChild starts the test binary as a child of the given mode with the
+// device spec and waits for its announcement line.
+func startChild(t testing.TB, mode, spec string, args ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, childSpecEnv+"="+spec, "GOVERBS_FABRIC_CHILD_ARGS="+strings.Join(args, " "))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	noErr(t, err)
+	noErr(t, cmd.Start())
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(c.done) }()
+	t.Cleanup(c.kill)
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		f := strings.Fields(s)
+		if len(f) < 1 {
+			t.Fatalf("child %s announced %q", mode, s)
+		}
+		c.addr, c.line = f[0], f[1:]
+		if len(f) >= 4 {
+			fmt.Sscan(f[1], &c.remote.Addr)
+			fmt.Sscan(f[2], &c.remote.Len)
+			fmt.Sscan(f[3], &c.remote.RKey)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("child %s announced nothing", mode)
+	}
+	return c
+}
+
+// kill ends the child with SIGKILL, as a crash would.
+func (c *child) kill() {
+	c.cmd.Process.Kill()
+	<-c.done
+}
+
+// maybeServeChild runs the child's part and exits if this process is one.
+func maybeServeChild() {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		return
+	}
+	p, err := fabric.New(os.Getenv(childSpecEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(3)
+	}
+	d, err := verbs.Open(p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(3)
+	}
+	switch mode {
+	case childVictim:
+		serveVictim(d)
+	case childPingPong:
+		servePingPong(d, strings.Fields(os.Getenv("GOVERBS_FABRIC_CHILD_ARGS")))
+	}
+	d.Close()
+	os.Exit(0)
+}
+
+// serveVictim accepts one connection with a QP that posts no receive,
+// exposes a 1 MiB region, and waits to be killed.
+func serveVictim(d *verbs.Device) {
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(64)
+	qp, _ := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	mr, err := pd.RegisterMR(make([]byte, 1<<20), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "victim:", err)
+		os.Exit(3)
+	}
+	ln, err := d.Listen("127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "victim:", err)
+		os.Exit(3)
+	}
+	r := mr.Remote()
+	fmt.Printf("%s %d %d %d\n", ln.Addr(), r.Addr, r.Len, r.RKey)
+	req, err := ln.Accept(context.Background())
+	if err == nil {
+		req.Accept(context.Background(), qp, verbs.ConnParam{})
+	}
+	select {} // until killed
+}

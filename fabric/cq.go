@@ -1,0 +1,347 @@
+//go:build cgo && libfabric
+
+package fabric
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"goverbs/provider"
+)
+
+// CQ is a completion queue. Its work completions live in a Go ring of the
+// size asked for; libfabric's completion queues (one per domain whose QPs
+// complete into it, fi_cq with FI_CQ_FORMAT_DATA) feed the ring whenever
+// the CQ is polled or waited on, and from the device's progress goroutine
+// when nobody polls. Completions reach the ring in posting order per work
+// queue (the QP reorders what libfabric reports out of order), so a full
+// ring is a verbs overrun.
+//
+// Locks: pollMu serializes reading the libfabric CQs and dispatching their
+// entries to QPs; ringMu guards the ring. Order: pollMu, QP.mu, ringMu.
+type CQ struct {
+	dev  *Device
+	size int
+
+	pollMu sync.Mutex
+	fcqs   atomic.Pointer[[]*fcq]
+	fcqMu  sync.Mutex // serializes updates of fcqs
+
+	ringMu    sync.Mutex
+	ring      []provider.WorkCompletion
+	head, n   int
+	solicited int
+	wake      chan struct{}
+	overrun   bool
+	closed    bool
+	qps       map[*QP]struct{}
+
+	// everyRecvWakes: the device cannot carry the solicited bit (4 bytes
+	// of CQ data), so every receive ends a solicited-only wait.
+	everyRecvWakes bool
+
+	polls   atomic.Uint64 // Poll calls, for the progress goroutine
+	waiters atomic.Int32  // goroutines in Wait
+
+	// Owned by the progress goroutine.
+	seenPolls uint64
+	hotUntil  int64
+}
+
+// fcq is the libfabric CQ of one domain behind a verbs CQ.
+type fcq struct {
+	pd    *PD
+	cq    *CQ
+	h     hCQ
+	fd    int // wait fd (FI_WAIT_FD), or -1
+	buf   [cCQBatch]cqEntry
+	trust bool // completions of remote writes carry our contexts
+}
+
+// CreateCQ implements provider.Device.
+func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
+	if attr.Entries < 1 || uint32(attr.Entries) > d.caps.MaxCQE {
+		return nil, fmt.Errorf("%w: CQ of %d entries (1 to %d)", provider.ErrInvalidArgument, attr.Entries, d.caps.MaxCQE)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, provider.ErrClosed
+	}
+	if len(d.cqs) >= int(d.caps.MaxCQ) {
+		return nil, fmt.Errorf("%w: completion queues (at most %d)", provider.ErrLimit, d.caps.MaxCQ)
+	}
+	cq := &CQ{dev: d, size: attr.Entries, ring: make([]provider.WorkCompletion, attr.Entries), qps: map[*QP]struct{}{},
+		everyRecvWakes: !d.feat.wideData}
+	cq.fcqs.Store(&[]*fcq{})
+	d.cqs[cq] = struct{}{}
+	return cq, nil
+}
+
+func openFCQ(p *PD, cq *CQ) (*fcq, error) {
+	size := max(cq.size, 1024)
+	f := &fcq{pd: p, cq: cq, fd: -1, trust: p.dev.feat.rxCQData}
+	h, err := _C_cq_open(p.dom, size, true)
+	if err == nil {
+		if f.fd, err = _C_wait_fd(h); err != nil {
+			_C_close(h)
+			f.fd = -1
+		}
+	}
+	if err != nil {
+		// No wait object: the progress goroutine polls this CQ on a timer.
+		if h, err = _C_cq_open(p.dom, size, false); err != nil {
+			return nil, opErr("fi_cq_open", err)
+		}
+	}
+	f.h = h
+	return f, nil
+}
+
+func (f *fcq) close() { _C_close(f.h) }
+
+func (cq *CQ) attachDomain(f *fcq) {
+	cq.fcqMu.Lock()
+	defer cq.fcqMu.Unlock()
+	old := *cq.fcqs.Load()
+	l := append(append(make([]*fcq, 0, len(old)+1), old...), f)
+	cq.fcqs.Store(&l)
+	cq.dev.prog.kick()
+}
+
+func (cq *CQ) detachDomain(f *fcq) {
+	cq.fcqMu.Lock()
+	defer cq.fcqMu.Unlock()
+	old := *cq.fcqs.Load()
+	l := make([]*fcq, 0, len(old))
+	for _, x := range old {
+		if x != f {
+			l = append(l, x)
+		}
+	}
+	// Wait for a reader of the old list to finish with f.
+	cq.pollMu.Lock()
+	cq.fcqs.Store(&l)
+	cq.pollMu.Unlock()
+}
+
+// progressLocked reads one batch from each libfabric CQ and dispatches it.
+// It returns how many entries it read.
+// Precondition: cq.pollMu is held.
+func (cq *CQ) progressLocked() int {
+	total := 0
+	for _, f := range *cq.fcqs.Load() {
+		n, err := _C_cq_read(f.h, f.buf[:], f.trust)
+		if err != nil {
+			cq.fail(opErr("fi_cq_read", err))
+			continue
+		}
+		for i := range n {
+			cq.dev.qps.dispatch(&f.buf[i])
+		}
+		total += n
+	}
+	return total
+}
+
+// drain reads every libfabric CQ of the CQ until they are empty.
+func (cq *CQ) drain() {
+	cq.pollMu.Lock()
+	defer cq.pollMu.Unlock()
+	for cq.progressLocked() > 0 {
+	}
+}
+
+// backgroundProgress is the progress goroutine's pass over the CQ; it
+// gives way to a Poll under way.
+func (cq *CQ) backgroundProgress() int {
+	if !cq.pollMu.TryLock() {
+		return 0
+	}
+	defer cq.pollMu.Unlock()
+	return cq.progressLocked()
+}
+
+// Poll implements provider.CQ. It reads libfabric's CQs (which progresses
+// the providers that need it), then copies the oldest completions.
+func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
+	cq.polls.Add(1)
+	cq.pollMu.Lock()
+	cq.progressLocked()
+	cq.pollMu.Unlock()
+	return cq.pop(wc)
+}
+
+func (cq *CQ) pop(wc []provider.WorkCompletion) (int, error) {
+	cq.ringMu.Lock()
+	defer cq.ringMu.Unlock()
+	k := min(len(wc), cq.n)
+	for i := range k {
+		e := &cq.ring[cq.head]
+		if cq.wakesSolicited(e) {
+			cq.solicited--
+		}
+		wc[i] = *e
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+	}
+	cq.n -= k
+	switch {
+	case k == 0 && cq.overrun:
+		return 0, provider.ErrCQOverrun
+	case k == 0 && cq.closed:
+		return 0, provider.ErrClosed
+	}
+	return k, nil
+}
+
+// wakesSolicited reports whether wc ends a solicited-only wait: a
+// solicited receive or an error (or any receive, see everyRecvWakes).
+func (cq *CQ) wakesSolicited(wc *provider.WorkCompletion) bool {
+	return wc.Flags&provider.WCSolicited != 0 || wc.Status != provider.StatusSuccess ||
+		(cq.everyRecvWakes && wc.Opcode.IsRecv())
+}
+
+// push appends a completion; on overrun it fails the CQ.
+// Precondition: the QP's mu is held (ringMu is a leaf).
+func (cq *CQ) push(wc *provider.WorkCompletion) {
+	cq.ringMu.Lock()
+	if cq.overrun || cq.closed {
+		cq.ringMu.Unlock()
+		return
+	}
+	if cq.n == len(cq.ring) {
+		cq.overrun = true
+		cq.wakeLocked()
+		cq.ringMu.Unlock()
+		cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: provider.ErrCQOverrun})
+		go cq.failQPs(provider.ErrCQOverrun)
+		return
+	}
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *wc
+	cq.n++
+	if cq.wakesSolicited(wc) {
+		cq.solicited++
+	}
+	cq.wakeLocked()
+	cq.ringMu.Unlock()
+}
+
+func (cq *CQ) wakeLocked() {
+	if cq.wake != nil {
+		close(cq.wake)
+		cq.wake = nil
+	}
+}
+
+// fail puts the CQ in error after libfabric reported one (an overrun of
+// its own queue, or a broken CQ).
+func (cq *CQ) fail(err error) {
+	cq.ringMu.Lock()
+	already := cq.overrun
+	cq.overrun = true
+	cq.wakeLocked()
+	cq.ringMu.Unlock()
+	if !already {
+		cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: err})
+		go cq.failQPs(err)
+	}
+}
+
+// failQPs moves the QPs of a failed CQ to ERR.
+func (cq *CQ) failQPs(err error) {
+	cq.ringMu.Lock()
+	qps := keysOf(cq.qps)
+	cq.ringMu.Unlock()
+	for _, qp := range qps {
+		qp.fail(provider.EventQPFatal, err)
+	}
+}
+
+// Wait implements provider.CQ.
+func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
+	cq.waiters.Add(1)
+	defer cq.waiters.Add(-1)
+	kicked := false
+	for {
+		if cq.pollMu.TryLock() {
+			cq.progressLocked()
+			cq.pollMu.Unlock()
+		}
+		cq.ringMu.Lock()
+		switch {
+		case cq.overrun:
+			cq.ringMu.Unlock()
+			return provider.ErrCQOverrun
+		case cq.closed:
+			cq.ringMu.Unlock()
+			return provider.ErrClosed
+		case solicitedOnly && cq.solicited > 0, !solicitedOnly && cq.n > 0:
+			cq.ringMu.Unlock()
+			return nil
+		}
+		if cq.wake == nil {
+			cq.wake = make(chan struct{})
+		}
+		wake := cq.wake
+		cq.ringMu.Unlock()
+		if !kicked {
+			// The progress goroutine reads this CQ while we wait.
+			cq.dev.prog.kick()
+			kicked = true
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (cq *CQ) attachQP(qp *QP) {
+	cq.ringMu.Lock()
+	cq.qps[qp] = struct{}{}
+	cq.ringMu.Unlock()
+}
+
+func (cq *CQ) detachQP(qp *QP) {
+	cq.ringMu.Lock()
+	delete(cq.qps, qp)
+	cq.ringMu.Unlock()
+}
+
+// Close implements provider.CQ; the verbs layer has checked no QP uses it.
+func (cq *CQ) Close() error {
+	d := cq.dev
+	d.mu.Lock()
+	if _, ok := d.cqs[cq]; !ok {
+		d.mu.Unlock()
+		return provider.ErrClosed
+	}
+	delete(d.cqs, cq)
+	d.mu.Unlock()
+	cq.release()
+	return nil
+}
+
+// release closes the CQ's libfabric CQs and wakes its waiters.
+func (cq *CQ) release() {
+	for _, f := range *cq.fcqs.Load() {
+		if f.pd.forgetCQ(cq) == f {
+			cq.detachDomain(f)
+			f.close()
+		}
+	}
+	cq.ringMu.Lock()
+	cq.closed = true
+	cq.wakeLocked()
+	cq.ringMu.Unlock()
+}

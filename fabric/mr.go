@@ -1,0 +1,390 @@
+//go:build cgo && libfabric
+
+package fabric
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"goverbs/provider"
+)
+
+// PD is a protection domain: one libfabric domain (fi_domain). Regions and
+// endpoints of one domain reach each other; an rkey of another PD's region
+// is unknown to this domain, so libfabric refuses it.
+type PD struct {
+	dev *Device
+	dom hDomain
+
+	mu  sync.Mutex
+	cqs map[*CQ]*fcq // the CQ of this domain behind each verbs CQ
+}
+
+// AllocPD implements provider.Device.
+func (d *Device) AllocPD() (provider.PD, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, provider.ErrClosed
+	}
+	if len(d.pds) >= int(d.caps.MaxPD) {
+		return nil, fmt.Errorf("%w: protection domains (at most %d)", provider.ErrLimit, d.caps.MaxPD)
+	}
+	dom, err := _C_domain(d.fabric, d.info)
+	if err != nil {
+		return nil, opErr("fi_domain", err)
+	}
+	pd := &PD{dev: d, dom: dom, cqs: map[*CQ]*fcq{}}
+	d.pds[pd] = struct{}{}
+	return pd, nil
+}
+
+// Close implements provider.PD; the verbs layer has checked the PD is unused.
+func (p *PD) Close() error {
+	d := p.dev
+	d.mu.Lock()
+	if _, ok := d.pds[p]; !ok {
+		d.mu.Unlock()
+		return provider.ErrClosed
+	}
+	delete(d.pds, p)
+	d.mu.Unlock()
+	p.release()
+	return nil
+}
+
+// release closes the domain's CQs and the domain.
+func (p *PD) release() {
+	p.mu.Lock()
+	fcqs := p.cqs
+	p.cqs = map[*CQ]*fcq{}
+	p.mu.Unlock()
+	for cq, f := range fcqs {
+		cq.detachDomain(f)
+		f.close()
+	}
+	_C_close(p.dom)
+}
+
+// fcqFor returns the libfabric CQ of this domain behind cq, opening it on
+// first use.
+func (p *PD) fcqFor(cq *CQ) (*fcq, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.cqs[cq]; f != nil {
+		return f, nil
+	}
+	f, err := openFCQ(p, cq)
+	if err != nil {
+		return nil, err
+	}
+	p.cqs[cq] = f
+	cq.attachDomain(f)
+	return f, nil
+}
+
+// forgetCQ drops the libfabric CQ of a closing verbs CQ.
+func (p *PD) forgetCQ(cq *CQ) *fcq {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.cqs[cq]
+	delete(p.cqs, cq)
+	return f
+}
+
+// MR is a registered memory region (fi_mr_reg).
+//
+// Ownership: the region's memory is read and written by libfabric (and by
+// the peer, through the rkey) until Deregister returns. Go memory is pinned
+// (runtime.Pinner) for that long; memory from package mem lives off the Go
+// heap and is held open (Memory.Acquire).
+type MR struct {
+	dev    *Device
+	pd     *PD
+	buf    []byte
+	base   uintptr // address of buf[0]
+	addr   uint64  // the address SGEs and peers name buf[0] by
+	access provider.Access
+	mem    provider.Memory
+	pin    runtime.Pinner
+
+	mr         hMR
+	desc       uint64 // fi_mr_desc, for FI_MR_LOCAL providers
+	lkey, rkey uint32
+	dead       bool // guarded by keys.mu
+
+	localRefs atomic.Int64 // posted WRs referencing the region
+}
+
+// fiAccess maps verbs access rights to libfabric's. Every region may be
+// the source of a SEND or WRITE (FI_SEND|FI_WRITE); local-write adds the
+// sink of receives and READ results (FI_RECV|FI_READ). libfabric has no
+// atomic right: remote-atomic is granted as FI_REMOTE_READ|FI_REMOTE_WRITE,
+// which the region then also reports (see MR.Access).
+func fiAccess(a provider.Access, atomics bool) uint64 {
+	f := fiSend | fiWrite
+	if a.Has(provider.AccessLocalWrite) {
+		f |= fiRecv | fiRead
+	}
+	if a.Has(provider.AccessRemoteWrite) {
+		f |= fiRemoteWrite
+	}
+	if a.Has(provider.AccessRemoteRead) {
+		f |= fiRemoteRead
+	}
+	if atomics && a.Has(provider.AccessRemoteAtomic) {
+		// On a device without atomics the right grants nothing.
+		f |= fiRemoteRead | fiRemoteWrite
+	}
+	return f
+}
+
+// verbsAccess maps libfabric rights back: what a peer can do with the
+// region's rkey.
+func verbsAccess(f uint64, atomics bool) provider.Access {
+	var a provider.Access
+	if f&(fiRecv|fiRead) == fiRecv|fiRead {
+		a |= provider.AccessLocalWrite
+	}
+	if f&fiRemoteWrite != 0 {
+		a |= provider.AccessRemoteWrite
+	}
+	if f&fiRemoteRead != 0 {
+		a |= provider.AccessRemoteRead
+	}
+	if atomics && f&(fiRemoteRead|fiRemoteWrite) == fiRemoteRead|fiRemoteWrite {
+		a |= provider.AccessRemoteAtomic
+	}
+	return a
+}
+
+// RegisterMR implements provider.PD.
+func (p *PD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory) (provider.MR, error) {
+	d := p.dev
+	if err := d.checkRegistration(buf, access); err != nil {
+		return nil, err
+	}
+	if mem != nil {
+		if err := mem.Acquire(); err != nil {
+			return nil, err
+		}
+	}
+	m := &MR{dev: d, pd: p, buf: buf, access: access, mem: mem}
+	m.base = uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	if mem == nil {
+		// Caller memory on the Go heap: libfabric keeps its address.
+		m.pin.Pin(unsafe.SliceData(buf))
+	}
+	if d.feat.virtAddr {
+		m.addr = uint64(m.base)
+	}
+	if err := m.register(); err != nil {
+		m.unpin()
+		return nil, err
+	}
+	return m, nil
+}
+
+// register calls fi_mr_reg with a fresh key and enters the keys in the
+// table; keys.mu orders it against lookups.
+func (m *MR) register() error {
+	t := &m.dev.keys
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live >= int(m.dev.caps.MaxMR) {
+		return fmt.Errorf("%w: memory regions (at most %d)", provider.ErrLimit, m.dev.caps.MaxMR)
+	}
+	r, err := t.regLocked(m.pd, m.base, len(m.buf), m.access)
+	if err != nil {
+		return err
+	}
+	m.mr, m.desc, m.rkey = r.mr, r.desc, r.rkey
+	m.lkey = t.newKeyLocked()
+	t.lkeys[m.lkey] = m
+	t.reserveLocked(m.lkey)
+	t.live++
+	return nil
+}
+
+// checkAccess applies the registration rules of SEMANTICS 3 and what
+// libfabric cannot express.
+func (d *Device) checkRegistration(buf []byte, access provider.Access) error {
+	switch {
+	case !access.Valid():
+		return fmt.Errorf("%w: unknown access flags %#x", provider.ErrInvalidArgument, uint32(access))
+	case len(buf) == 0:
+		return fmt.Errorf("%w: a memory region cannot be empty", provider.ErrInvalidArgument)
+	case uint64(len(buf)) > d.caps.MaxMRSize:
+		return fmt.Errorf("%w: region of %d bytes exceeds max_mr_size %d", provider.ErrLimit, len(buf), d.caps.MaxMRSize)
+	case access&(provider.AccessRemoteWrite|provider.AccessRemoteAtomic) != 0 && !access.Has(provider.AccessLocalWrite):
+		return fmt.Errorf("%w: remote-write and remote-atomic require local-write", provider.ErrInvalidArgument)
+	case access&(provider.AccessFlushGlobal|provider.AccessFlushPersistent) != 0:
+		return fmt.Errorf("%w: %v: libfabric 1.x has no FLUSH operation and no flush right", provider.ErrInvalidArgument, access&(provider.AccessFlushGlobal|provider.AccessFlushPersistent))
+	case access.Has(provider.AccessMWBind):
+		return fmt.Errorf("%w: mw-bind: libfabric has no memory windows", provider.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Reregister implements provider.Reregisterer (ibv_rereg_mr): the region
+// gets a new libfabric registration, with its new memory, PD or access,
+// and new keys; the old registration is closed, so the old keys stop
+// working, before it returns. It fails with ErrBusy while posted work
+// requests reference the region.
+func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, access provider.Access, mem provider.Memory) error {
+	d := m.dev
+	t := &d.keys
+	t.mu.Lock()
+	pd, nbuf, nacc, nmem := m.pd, m.buf, m.access, m.mem
+	t.mu.Unlock()
+	if flags&provider.ReregPD != 0 {
+		p, ok := ppd.(*PD)
+		if !ok || p.dev != d {
+			return fmt.Errorf("%w: protection domain of another device", provider.ErrInvalidArgument)
+		}
+		pd = p
+	}
+	if flags&provider.ReregTranslation != 0 {
+		nbuf, nmem = buf, mem
+	}
+	if flags&provider.ReregAccess != 0 {
+		nacc = access
+	}
+	if err := d.checkRegistration(nbuf, nacc); err != nil {
+		return err
+	}
+	var pin runtime.Pinner
+	if flags&provider.ReregTranslation != 0 {
+		if nmem != nil {
+			if err := nmem.Acquire(); err != nil {
+				return err
+			}
+		} else {
+			pin.Pin(unsafe.SliceData(nbuf))
+		}
+	}
+	undo := func() {
+		pin.Unpin()
+		if flags&provider.ReregTranslation != 0 && nmem != nil {
+			nmem.Release()
+		}
+	}
+	t.mu.Lock()
+	switch {
+	case m.dead:
+		t.mu.Unlock()
+		undo()
+		return provider.ErrClosed
+	case m.localRefs.Load() > 0:
+		t.mu.Unlock()
+		undo()
+		return fmt.Errorf("%w: posted work requests still reference the region", provider.ErrBusy)
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(nbuf)))
+	r, err := t.regLocked(pd, base, len(nbuf), nacc)
+	if err != nil {
+		t.mu.Unlock()
+		undo()
+		return err
+	}
+	old := m.mr
+	delete(t.lkeys, m.lkey)
+	t.retireLocked(m.lkey)
+	t.retireLocked(m.rkey)
+	m.pd, m.access, m.mr, m.desc, m.rkey = pd, nacc, r.mr, r.desc, r.rkey
+	m.lkey = t.newKeyLocked()
+	t.lkeys[m.lkey] = m
+	t.reserveLocked(m.lkey)
+	if flags&provider.ReregTranslation != 0 {
+		m.pin.Unpin()
+		if m.mem != nil {
+			m.mem.Release()
+		}
+		m.buf, m.base, m.mem, m.pin = nbuf, base, nmem, pin
+		if d.feat.virtAddr {
+			m.addr = uint64(base)
+		}
+	}
+	t.mu.Unlock()
+	return opErr("fi_close(mr)", _C_close(old))
+}
+
+func (m *MR) unpin() {
+	m.pin.Unpin()
+	if m.mem != nil {
+		m.mem.Release()
+	}
+}
+
+// LKey implements provider.MR.
+func (m *MR) LKey() uint32 {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.lkey
+}
+
+// RKey implements provider.MR.
+func (m *MR) RKey() uint32 {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.rkey
+}
+
+// Addr implements provider.MR: the address of the first byte, virtual
+// where the provider addresses regions by virtual address
+// (FI_MR_VIRT_ADDR), else 0 (a zero-based region: peers name offsets).
+func (m *MR) Addr() uint64 {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return m.addr
+}
+
+// Len implements provider.MR.
+func (m *MR) Len() int {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	return len(m.buf)
+}
+
+// Access implements provider.MR: the rights the rkey grants, as libfabric
+// enforces them. A region registered with remote-atomic also grants
+// remote-read and remote-write, libfabric having no separate atomic right.
+func (m *MR) Access() provider.Access {
+	m.dev.keys.mu.RLock()
+	defer m.dev.keys.mu.RUnlock()
+	atomics := m.dev.caps.AtomicScope != provider.AtomicNone
+	return verbsAccess(fiAccess(m.access, atomics), atomics) | m.access&provider.AccessLocalWrite
+}
+
+// Deregister implements provider.MR. It fails with ErrBusy while posted
+// work requests reference the region; after fi_close returns, libfabric
+// and peers no longer reach the memory.
+func (m *MR) Deregister() error {
+	t := &m.dev.keys
+	t.mu.Lock()
+	switch {
+	case m.dead:
+		t.mu.Unlock()
+		return provider.ErrClosed
+	case m.localRefs.Load() > 0:
+		t.mu.Unlock()
+		return fmt.Errorf("%w: posted work requests still reference the region", provider.ErrBusy)
+	}
+	m.dead = true
+	delete(t.lkeys, m.lkey)
+	t.retireLocked(m.lkey)
+	t.retireLocked(m.rkey)
+	t.live--
+	t.mu.Unlock()
+	err := _C_close(m.mr)
+	m.unpin()
+	return opErr("fi_close(mr)", err)
+}
+
+// AllocMW implements provider.PD: libfabric has no memory windows.
+func (p *PD) AllocMW(typ provider.MWType) (provider.MW, error) {
+	return nil, fmt.Errorf("%w: memory windows on %s: libfabric has none", provider.ErrNotSupported, p.dev.caps.Transport)
+}

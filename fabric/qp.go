@@ -1,0 +1,356 @@
+//go:build cgo && libfabric
+
+package fabric
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"goverbs/provider"
+)
+
+// QP is a reliable-connected queue pair over a connected libfabric endpoint
+// (FI_EP_MSG).
+//
+// The verbs state machine lives here, in Go, over the endpoint's life: a QP
+// in RESET or INIT has no endpoint; Dial or Accept opens one in the PD's
+// domain, binds the CQs and the device's event queue, and moves the QP to
+// RTS when libfabric reports FI_CONNECTED. Entering ERR (an error
+// completion, Modify, Disconnect, the peer's shutdown) shuts the endpoint
+// down and closes it, so libfabric gives back every operation; the work
+// requests it had not completed are flushed, in posting order. RESET
+// discards everything, and a later Dial or Accept opens a fresh endpoint.
+//
+// Both work queues are rings of WQEs indexed by monotonic sequence numbers
+// ([tail, next) handed to libfabric or done, [next, head) posted and
+// waiting). Completions are delivered in posting order whatever order
+// libfabric reports them in.
+//
+// mu guards the state, the attributes, the queues and the endpoint.
+type QP struct {
+	dev      *Device
+	pd       *PD
+	scq, rcq *CQ
+	sf, rf   *fcq
+	cap      provider.QPCap
+	sigAll   bool
+	qpn      uint32
+	index    uint32
+	tagBase  uint64 // (index+1)<<32
+	ctx      hCtx   // 2 contexts per send slot, then 1 per receive slot
+
+	// Per send slot: the compare and operand of an atomic, and the copy
+	// of inline data. Pinned Go memory: libfabric reads it until the WR
+	// completes.
+	scratch     []uint64
+	inline      []byte
+	pin         runtime.Pinner
+	scratchMR   hMR
+	scratchDesc uint64
+
+	// desc describes the operation being posted: kept here, not on the
+	// stack, because a pointer passed to C escapes. Guarded by mu.
+	desc wrDesc
+
+	mu           sync.Mutex
+	torn         sync.Cond // signalled when a teardown ends
+	state        provider.State
+	attr         provider.QPAttr
+	sq           sendQueue
+	rq           recvQueue
+	ep           hEP
+	epInfo       hInfo        // the fi_info ep was opened with
+	connWait     chan eqEvent // while Dial or Accept waits for FI_CONNECTED
+	needTeardown bool
+	tearing      bool
+	stalled      bool        // libfabric said EAGAIN; the progress goroutine retries
+	peerGone     bool        // EventPeerDisconnected was raised for this connection
+	peerShut     bool        // the peer shut the connection down (FI_SHUTDOWN)
+	errCause     uint64      // see enterErrLocked
+	timer        *time.Timer // a deferred teardown
+	closed       bool
+}
+
+type wqeState uint8
+
+const (
+	wqeIdle      wqeState = iota // free slot, or discarded
+	wqePosted                    // queued in Go
+	wqeSubmitted                 // every part handed to libfabric
+	wqeDone                      // finished; its completion waits for earlier WQEs
+)
+
+// CreateQP implements provider.PD.
+func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
+	d := p.dev
+	scq, ok1 := init.SendCQ.(*CQ)
+	rcq, ok2 := init.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq.dev != d || rcq.dev != d {
+		return nil, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
+	}
+	c := init.Cap
+	switch {
+	case c.MaxSendWR < 1 || c.MaxSendWR > d.caps.MaxQPWR || c.MaxRecvWR > d.caps.MaxQPWR:
+		return nil, fmt.Errorf("%w: queue sizes send %d recv %d (1 to %d)", provider.ErrInvalidArgument, c.MaxSendWR, c.MaxRecvWR, d.caps.MaxQPWR)
+	case c.MaxSendSGE > d.caps.MaxSGE || c.MaxRecvSGE > d.caps.MaxSGE:
+		return nil, fmt.Errorf("%w: SGE limits send %d recv %d (at most %d)", provider.ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, d.caps.MaxSGE)
+	case c.MaxInlineData > d.caps.MaxInlineData:
+		return nil, fmt.Errorf("%w: inline data %d (at most %d)", provider.ErrInvalidArgument, c.MaxInlineData, d.caps.MaxInlineData)
+	}
+	d.mu.Lock()
+	n, closed := len(d.allQPs), d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return nil, provider.ErrClosed
+	case n >= int(d.caps.MaxQP):
+		return nil, fmt.Errorf("%w: queue pairs (at most %d)", provider.ErrLimit, d.caps.MaxQP)
+	}
+	sf, err := p.fcqFor(scq)
+	if err != nil {
+		return nil, err
+	}
+	rf, err := p.fcqFor(rcq)
+	if err != nil {
+		return nil, err
+	}
+	qp := &QP{dev: d, pd: p, scq: scq, rcq: rcq, sf: sf, rf: rf, cap: c, sigAll: init.SignalAll}
+	qp.torn.L = &qp.mu
+	if err := qp.allocResources(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.allQPs[qp] = struct{}{}
+	d.mu.Unlock()
+	scq.attachQP(qp)
+	rcq.attachQP(qp)
+	return qp, nil
+}
+
+// allocResources sets up the queues, the C contexts and the scratch memory.
+func (qp *QP) allocResources() error {
+	c := qp.cap
+	qp.sq.init(c)
+	qp.rq.init(c)
+	qp.resetAttrLocked()
+	index, qpn, err := qp.dev.qps.add(qp)
+	if err != nil {
+		return err
+	}
+	qp.index, qp.qpn, qp.tagBase = index, qpn, uint64(index+1)<<32
+	nctx := 2*int(c.MaxSendWR) + int(c.MaxRecvWR)
+	if qp.ctx = _C_ctx_alloc(nctx, qp.tagBase); qp.ctx == 0 {
+		qp.dev.qps.remove(index, qpn)
+		return fmt.Errorf("%w: contexts for %d operations", provider.ErrLimit, nctx)
+	}
+	qp.scratch = make([]uint64, 2*c.MaxSendWR)
+	qp.pin.Pin(&qp.scratch[0])
+	if c.MaxInlineData > 0 {
+		qp.inline = make([]byte, int(c.MaxInlineData)*int(c.MaxSendWR))
+		qp.pin.Pin(&qp.inline[0])
+	}
+	if qp.dev.feat.mrLocal && qp.dev.caps.AtomicScope != provider.AtomicNone {
+		// Atomic operands are local buffers: FI_MR_LOCAL wants them
+		// registered.
+		mr, _, desc, err := _C_mr_reg(qp.pd.dom, uintptr(unsafe.Pointer(&qp.scratch[0])), 8*len(qp.scratch),
+			fiSend|fiWrite|fiRecv|fiRead, uint64(randomUint32()))
+		if err != nil {
+			qp.freeResources()
+			return opErr("fi_mr_reg(atomic operands)", err)
+		}
+		qp.scratchMR, qp.scratchDesc = mr, desc
+	}
+	return nil
+}
+
+func (qp *QP) freeResources() {
+	if qp.scratchMR != 0 {
+		_C_close(qp.scratchMR)
+		qp.scratchMR = 0
+	}
+	qp.pin.Unpin()
+	if qp.ctx != 0 {
+		_C_free(qp.ctx)
+		qp.ctx = 0
+	}
+	qp.dev.qps.remove(qp.index, qp.qpn)
+}
+
+// newDescLocked returns the QP's operation description, cleared.
+// Precondition: qp.mu is held.
+func (qp *QP) newDescLocked() *wrDesc {
+	d := &qp.desc
+	d.op, d.nsge, d.flags, d.ctx, d.raddr, d.rkey, d.data = 0, 0, 0, 0, 0, 0, 0
+	d.cmp, d.operand, d.cmpDesc, d.opDesc = 0, 0, 0, 0
+	return d
+}
+
+// ctxAddr is the address of operation context i.
+func (qp *QP) ctxAddr(i int) uint64 { return uint64(qp.ctx) + uint64(i)*uint64(ctxSize) }
+
+// resetAttrLocked gives the QP the attributes of a fresh QP in RESET.
+// Precondition: qp.mu is held (or the QP is not yet shared).
+func (qp *QP) resetAttrLocked() {
+	qp.attr = provider.QPAttr{PathMTU: qp.dev.caps.PathMTU, Port: 1, Cap: qp.cap}
+	qp.setStateLocked(provider.StateReset)
+}
+
+func (qp *QP) setStateLocked(s provider.State) { qp.state, qp.attr.State = s, s }
+
+// QPN implements provider.QP.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Query implements provider.QP.
+func (qp *QP) Query() (provider.QPAttr, error) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.closed {
+		return provider.QPAttr{}, provider.ErrClosed
+	}
+	a := qp.attr
+	a.State, a.CurState = qp.state, qp.state
+	a.SQDraining = qp.state == provider.StateSQD && qp.sq.inflight > 0
+	return a, nil
+}
+
+// Modify implements provider.QP. The transitions a connection manager
+// makes (INIT to RTR to RTS) happen in Dial and Accept: a libfabric
+// endpoint connects only through fi_connect/fi_accept, so Modify to RTR
+// fails with ErrNotSupported (Caps.ManualConnect is false). Timeout,
+// retry counts, path MTU and the RNR timer are kept for Query; libfabric
+// has no such knobs.
+func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
+	qp.mu.Lock()
+	if qp.closed {
+		qp.mu.Unlock()
+		return provider.ErrClosed
+	}
+	cur := qp.state
+	next, err := provider.CheckTransition(cur, attr, mask)
+	if err == nil {
+		err = qp.checkAttr(attr, mask)
+	}
+	if err == nil && next == provider.StateRTR {
+		err = fmt.Errorf("%w: a libfabric QP connects through Dial and Accept (fi_connect/fi_accept), not Modify", provider.ErrNotSupported)
+	}
+	if err != nil {
+		qp.mu.Unlock()
+		return err
+	}
+	switch next {
+	case provider.StateErr:
+		qp.mu.Unlock()
+		qp.fail(0, nil)
+		return nil
+	case provider.StateReset:
+		qp.mu.Unlock()
+		qp.reset()
+		return nil
+	}
+	qp.applyAttrLocked(attr, mask)
+	qp.setStateLocked(next)
+	if next == provider.StateRTS {
+		qp.pumpLocked() // RTS from SQD resumes the send queue
+	}
+	qp.mu.Unlock()
+	qp.maybeTeardown()
+	return nil
+}
+
+// checkAttr validates attribute values against the device.
+func (qp *QP) checkAttr(a *provider.QPAttr, mask provider.AttrMask) error {
+	c := &qp.dev.caps
+	switch {
+	case mask&provider.AttrAccessFlags != 0 && a.Access&^(provider.AccessRemote|provider.AccessLocalWrite|provider.AccessMWBind) != 0:
+		return fmt.Errorf("%w: QP access flags %v", provider.ErrInvalidArgument, a.Access)
+	case mask&provider.AttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > c.PathMTU):
+		return fmt.Errorf("%w: path MTU %d (256 to %d)", provider.ErrInvalidArgument, a.PathMTU, c.PathMTU)
+	case mask&provider.AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > c.MaxQPRdAtom:
+		return fmt.Errorf("%w: max_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxRdAtomic, c.MaxQPRdAtom)
+	case mask&provider.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > c.MaxQPInitRdAtom:
+		return fmt.Errorf("%w: max_dest_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxDestRdAtomic, c.MaxQPInitRdAtom)
+	case mask&provider.AttrRetryCnt != 0 && a.RetryCnt > 7, mask&provider.AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: retry counts are 0 to 7", provider.ErrInvalidArgument)
+	case mask&provider.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min_rnr_timer is 0 to 31", provider.ErrInvalidArgument)
+	case mask&(provider.AttrRQPSN|provider.AttrSQPSN|provider.AttrDestQPN) != 0 &&
+		(a.RQPSN > 0xFFFFFF || a.SQPSN > 0xFFFFFF || a.DestQPN > 0xFFFFFF):
+		return fmt.Errorf("%w: PSNs and QP numbers are 24-bit", provider.ErrInvalidArgument)
+	case mask&provider.AttrPort != 0 && a.Port != 1:
+		return fmt.Errorf("%w: port %d (the device has port 1)", provider.ErrInvalidArgument, a.Port)
+	case mask&provider.AttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return fmt.Errorf("%w: P_Key index %d (the device has index 0)", provider.ErrInvalidArgument, a.PKeyIndex)
+	case mask&provider.AttrCap != 0:
+		return fmt.Errorf("%w: queue sizes cannot change", provider.ErrNotSupported)
+	}
+	return nil
+}
+
+// applyAttrLocked copies the attributes named by mask.
+// Precondition: qp.mu is held.
+func (qp *QP) applyAttrLocked(a *provider.QPAttr, mask provider.AttrMask) {
+	t := &qp.attr
+	set := func(bit provider.AttrMask, apply func()) {
+		if mask&bit != 0 {
+			apply()
+		}
+	}
+	set(provider.AttrAccessFlags, func() { t.Access = a.Access })
+	set(provider.AttrAV, func() { t.AV = a.AV })
+	set(provider.AttrPathMTU, func() { t.PathMTU = a.PathMTU })
+	set(provider.AttrTimeout, func() { t.Timeout = a.Timeout })
+	set(provider.AttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
+	set(provider.AttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
+	set(provider.AttrRQPSN, func() { t.RQPSN = a.RQPSN })
+	set(provider.AttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	set(provider.AttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
+	set(provider.AttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(provider.AttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
+	set(provider.AttrDestQPN, func() { t.DestQPN = a.DestQPN })
+	set(provider.AttrEnSQDAsyncNotify, func() { t.EnSQDAsyncNotify = a.EnSQDAsyncNotify })
+}
+
+// complete takes one libfabric completion of the QP: context slot i.
+func (qp *QP) complete(i uint32, e *cqEntry) {
+	qp.mu.Lock()
+	if n := uint32(2 * len(qp.sq.w)); i < n {
+		qp.sendCompletionLocked(i/2, e)
+	} else {
+		qp.recvCompletionLocked(i-n, e)
+	}
+	tear := qp.needTeardown
+	qp.mu.Unlock()
+	if tear {
+		// The caller reads a CQ the teardown must read too.
+		go qp.maybeTeardown()
+	}
+}
+
+// stall records that libfabric refused an operation for now (EAGAIN): the
+// progress goroutine retries it.
+// Precondition: qp.mu is held.
+func (qp *QP) stallLocked() {
+	if !qp.stalled {
+		qp.stalled = true
+		qp.dev.prog.stall(qp)
+	}
+}
+
+// retry resubmits what a stall held back; it reports whether the QP is
+// still stalled.
+func (qp *QP) retry() bool {
+	qp.mu.Lock()
+	qp.stalled = false
+	qp.submitRecvsLocked()
+	qp.pumpLocked()
+	still := qp.stalled
+	tear := qp.needTeardown
+	qp.mu.Unlock()
+	if tear {
+		qp.maybeTeardown()
+	}
+	return still
+}

@@ -1,0 +1,279 @@
+//go:build cgo && libfabric
+
+package fabric
+
+import (
+	"fmt"
+	"syscall"
+
+	"goverbs/provider"
+)
+
+// rwqe is a posted receive.
+type rwqe struct {
+	id     uint64
+	sge    []sgeDesc
+	mrs    []*MR
+	preset provider.Status
+	state  wqeState
+	flush  bool
+	wc     provider.WorkCompletion
+}
+
+func (w *rwqe) releaseRefs() {
+	for i, m := range w.mrs {
+		m.localRefs.Add(-1)
+		w.mrs[i] = nil
+	}
+	w.mrs = w.mrs[:0]
+}
+
+// recvQueue: same indexing as sendQueue. Guarded by QP.mu.
+type recvQueue struct {
+	w                []rwqe
+	head, next, tail uint64
+}
+
+func (q *recvQueue) init(c provider.QPCap) {
+	q.w = make([]rwqe, c.MaxRecvWR)
+	for i := range q.w {
+		q.w[i].sge = make([]sgeDesc, 0, max(c.MaxRecvSGE, 1))
+		q.w[i].mrs = make([]*MR, 0, max(c.MaxRecvSGE, 1))
+	}
+}
+
+func (q *recvQueue) slot(seq uint64) *rwqe { return &q.w[seq%uint64(len(q.w))] }
+
+// PostRecv implements provider.QP.
+func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
+	qp.mu.Lock()
+	if err := qp.checkRecvsLocked(wrs); err != nil {
+		qp.mu.Unlock()
+		return err
+	}
+	keys := &qp.dev.keys
+	keys.mu.RLock()
+	for i := range wrs {
+		qp.enqueueRecvLocked(&wrs[i])
+	}
+	keys.mu.RUnlock()
+	if qp.state == provider.StateErr {
+		qp.rq.markFlushLocked()
+		qp.retireRecvsLocked()
+	} else {
+		qp.submitRecvsLocked()
+	}
+	tear := qp.needTeardown
+	qp.mu.Unlock()
+	if tear {
+		qp.maybeTeardown()
+	}
+	return nil
+}
+
+// checkRecvsLocked applies the post-time rules of receives.
+// Precondition: qp.mu is held.
+func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
+	fail := func(i int, err error) error {
+		return &provider.PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: err}
+	}
+	if qp.closed {
+		return &provider.PostError{Op: "post recv", Err: provider.ErrClosed}
+	}
+	if qp.state == provider.StateReset && len(wrs) > 0 {
+		return fail(0, fmt.Errorf("%w: cannot post receives in RESET", provider.ErrInvalidState))
+	}
+	q := &qp.rq
+	free := uint64(len(q.w)) - (q.head - q.tail)
+	for i := range wrs {
+		if uint64(i) >= free {
+			return fail(i, fmt.Errorf("%w: receive queue holds %d WRs", provider.ErrQueueFull, len(q.w)))
+		}
+		if err := provider.CheckRecvWR(&wrs[i], &qp.cap); err != nil {
+			return fail(i, err)
+		}
+	}
+	return nil
+}
+
+// enqueueRecvLocked copies a receive WR into the next WQE.
+// Precondition: qp.mu and keys.mu (read) are held; the queue has room.
+func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
+	q := &qp.rq
+	w := q.slot(q.head)
+	*w = rwqe{id: wr.ID, sge: w.sge[:0], mrs: w.mrs[:0], state: wqePosted}
+	keys := &qp.dev.keys
+	for _, s := range wr.SGL {
+		d, m, ok := keys.resolveLocked(qp.pd, s, true)
+		if !ok {
+			w.preset = provider.StatusLocProtErr
+			w.releaseRefs()
+			w.sge = w.sge[:0]
+			break
+		}
+		m.localRefs.Add(1)
+		w.mrs = append(w.mrs, m)
+		w.sge = append(w.sge, d)
+	}
+	q.head++
+}
+
+// submitRecvsLocked hands posted receives to libfabric. A receive whose
+// memory failed its checks goes as a zero-length receive: the message it
+// catches completes it with StatusLocProtErr and fails the QP, as the
+// verbs rule says, and no byte lands anywhere.
+// Precondition: qp.mu is held.
+func (qp *QP) submitRecvsLocked() {
+	q := &qp.rq
+	if qp.ep == 0 {
+		return
+	}
+	switch qp.state {
+	case provider.StateReset, provider.StateErr:
+		return
+	}
+	base := 2 * len(qp.sq.w)
+	for q.next != q.head {
+		slot := int(q.next % uint64(len(q.w)))
+		w := &q.w[slot]
+		d := qp.newDescLocked()
+		d.op, d.flags, d.ctx = cOpRecv, fiCompletion, qp.ctxAddr(base+slot)
+		d.nsge = uint32(copy(d.sge[:], w.sge))
+		err := _C_post(qp.ep, d)
+		if err == Errno(syscall.EAGAIN) {
+			qp.stallLocked()
+			return
+		}
+		if err != nil {
+			e, _ := err.(Errno)
+			w.state = wqeDone
+			w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusLocQPOpErr, Opcode: provider.WCRecv, VendorErr: uint32(e)}
+			q.next++
+			qp.enterErrLocked(0)
+			return
+		}
+		w.state = wqeSubmitted
+		q.next++
+	}
+}
+
+// recvCompletionLocked takes the completion of receive slot i.
+// Precondition: qp.mu is held.
+func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
+	if int(i) >= len(qp.rq.w) {
+		return
+	}
+	w := &qp.rq.w[i]
+	if w.state != wqeSubmitted {
+		return // discarded by a reset
+	}
+	w.state = wqeDone
+	wc := provider.WorkCompletion{WRID: w.id, Opcode: provider.WCRecv, QPN: qp.qpn}
+	switch {
+	case e.err != 0:
+		wc.Status, wc.VendorErr = completionStatus(Errno(e.err), true), uint32(e.err)
+		if w.preset != provider.StatusSuccess && wc.Status != provider.StatusWRFlushErr {
+			wc.Status = w.preset
+		}
+	case w.preset != provider.StatusSuccess:
+		wc.Status = w.preset
+	default:
+		qp.decodeRecv(&wc, e)
+	}
+	if w.flush && (wc.Status == provider.StatusSuccess || connectionLevel(Errno(wc.VendorErr))) {
+		wc.Status = provider.StatusWRFlushErr
+	}
+	w.wc = wc
+	if wc.Status != provider.StatusSuccess && qp.state != provider.StateErr {
+		qp.connectionLostLocked(wc.VendorErr)
+		qp.enterErrLocked(0)
+		return
+	}
+	qp.retireRecvsLocked()
+}
+
+// decodeRecv fills a successful receive completion: the length, and what
+// the remote CQ data carries (the immediate; with 8 bytes of data also the
+// solicited bit, and for a WRITE_WITH_IMM delivered as WRITE then SEND, the
+// WRITE's length).
+func (qp *QP) decodeRecv(wc *provider.WorkCompletion, e *cqEntry) {
+	wc.ByteLen = uint32(e.len)
+	if e.flags&fiRemoteWrite != 0 {
+		// fi_writedata that consumed this receive (FI_RX_CQ_DATA).
+		wc.Opcode = provider.WCRecvRDMAImm
+	}
+	if e.flags&fiRemoteCQData == 0 {
+		return
+	}
+	if !qp.dev.feat.wideData {
+		wc.Flags |= provider.WCWithImm
+		wc.Imm = uint32(e.data)
+		return
+	}
+	if e.data&dataHasImm != 0 {
+		wc.Flags |= provider.WCWithImm
+		wc.Imm = uint32(e.data)
+	}
+	if e.data&dataSolicit != 0 {
+		wc.Flags |= provider.WCSolicited
+	}
+	if e.data&dataWriteImm != 0 {
+		wc.Opcode = provider.WCRecvRDMAImm
+		wc.ByteLen = uint32(e.data >> dataLenShift)
+	}
+}
+
+// retireRecvsLocked delivers receive completions in order.
+// Precondition: qp.mu is held.
+func (qp *QP) retireRecvsLocked() {
+	q := &qp.rq
+	for q.tail != q.next {
+		w := q.slot(q.tail)
+		if w.state != wqeDone {
+			return
+		}
+		w.releaseRefs()
+		w.wc.QPN = qp.qpn
+		qp.rcq.push(&w.wc)
+		w.state = wqeIdle
+		q.tail++
+	}
+}
+
+// markFlushLocked makes every receive in libfabric complete as flushed and
+// flushes the posted ones now.
+// Precondition: qp.mu is held.
+func (q *recvQueue) markFlushLocked() {
+	for s := q.tail; s != q.next; s++ {
+		if w := q.slot(s); w.state == wqeSubmitted {
+			w.flush = true
+		}
+	}
+	for ; q.next != q.head; q.next++ {
+		w := q.slot(q.next)
+		w.state = wqeDone
+		w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+	}
+}
+
+// giveBackLocked flushes the receives libfabric did not give back.
+// Precondition: qp.mu is held; the endpoint is closed.
+func (q *recvQueue) giveBackLocked() {
+	for s := q.tail; s != q.next; s++ {
+		if w := q.slot(s); w.state == wqeSubmitted {
+			w.state = wqeDone
+			w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+		}
+	}
+}
+
+// discardLocked drops every receive without a completion.
+// Precondition: qp.mu is held.
+func (q *recvQueue) discardLocked() {
+	for s := q.tail; s != q.head; s++ {
+		w := q.slot(s)
+		w.releaseRefs()
+		w.state = wqeIdle
+	}
+	q.tail, q.next = q.head, q.head
+}
