@@ -35,6 +35,7 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	for _, t := range bench.Transports() {
 		infos = append(infos, probe(t))
 	}
+	fab := probeFabric()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, in := range infos {
@@ -42,14 +43,13 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		return nil
+		return enc.Encode(fab)
 	}
-	for i, in := range infos {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
+	for _, in := range infos {
 		writeInfo(stdout, in)
+		fmt.Fprintln(stdout)
 	}
+	writeFabricInfo(stdout, fab)
 	return nil
 }
 
