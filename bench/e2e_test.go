@@ -201,7 +201,10 @@ func TestServerRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCtrl(conn)
-	c.send(message{Op: "hello", Version: protocolVersion, Config: &Config{Tests: []string{"write-lat"}}})
+	// The loopback transport lives in one process, so a server cannot
+	// run it for a remote client.
+	loopbackOnly := Config{Tests: []string{"write-lat"}, Transport: "loopback"}
+	c.send(message{Op: "hello", Version: protocolVersion, Config: &loopbackOnly})
 	var re *RemoteError
 	if _, err := c.expect(context.Background(), "hello"); !errors.As(err, &re) {
 		t.Errorf("loopback across processes: %v, want a *RemoteError", err)
@@ -211,7 +214,7 @@ func TestServerRefuses(t *testing.T) {
 	if err := <-done; !errors.As(err, &ce) {
 		t.Errorf("server: %v", err)
 	}
-	_, err = Run(context.Background(), Config{Tests: []string{"write-lat"}}, Options{Connect: addr})
+	_, err = Run(context.Background(), loopbackOnly, Options{Connect: addr})
 	if !errors.As(err, &ce) {
 		t.Errorf("client: %v, want a *ConfigError before connecting", err)
 	}

@@ -27,6 +27,6 @@ func ExampleRun() {
 			r.Test, r.Transport, report.FormatSize(r.Size), r.Iters, r.Baseline != nil)
 	}
 	// Output:
-	// write-lat over loopback, 64 B: 200 samples, baseline true
+	// write-lat over iwarp, 64 B: 200 samples, baseline true
 	// tcp-lat over tcp, 64 B: 200 samples, baseline false
 }
