@@ -47,12 +47,14 @@ func (cl *client) runTest(ctx context.Context, t Test) ([]report.Result, error) 
 	for _, size := range cl.cfg.sizes(t) {
 		tr := cl.trialOf(t, size)
 		cl.progress(t, size)
+		before := countersOf(s)
 		m, cpu, rcpu, err := cl.runTrial(ctx, s, t, tr, true)
 		if err != nil {
 			s.close()
 			return results, err
 		}
 		rs := cl.results(t, tr, m, cpu, rcpu)
+		rs[len(rs)-1].Counters = counterDelta(before, countersOf(s))
 		if err := cl.emit(rs); err != nil {
 			s.close()
 			return results, err

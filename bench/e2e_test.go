@@ -219,3 +219,39 @@ func TestServerRefuses(t *testing.T) {
 		t.Errorf("client: %v, want a *ConfigError before connecting", err)
 	}
 }
+
+// TestCountersReported checks that a result over a transport with counters
+// carries the ones that moved: a RoCE WRITE stream sends packets and
+// receives acknowledgements, and the text report names them.
+func TestCountersReported(t *testing.T) {
+	if _, err := LookupTransport("roce"); err != nil {
+		t.Skip("roce transport not registered")
+	}
+	cfg := tiny("write-bw")
+	cfg.Transport, cfg.NoBaseline = "roce", true
+	rs := runTiny(t, cfg, Options{})
+	if len(rs) != 1 {
+		t.Fatalf("%d results", len(rs))
+	}
+	c := rs[0].Counters
+	if c["tx_packets"] == 0 || c["rx_packets"] == 0 {
+		t.Errorf("counters %v: want tx_packets and rx_packets", c)
+	}
+	var sb strings.Builder
+	if err := report.WriteTable(&sb, rs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "counters ") || strings.Contains(sb.String(), "tx_bytes") {
+		t.Errorf("report lists counters wrongly:\n%s", sb.String())
+	}
+}
+
+func TestCounterDelta(t *testing.T) {
+	d := counterDelta(map[string]uint64{"a": 1, "ird": 16}, map[string]uint64{"a": 5, "ird": 16, "b": 2})
+	if len(d) != 2 || d["a"] != 4 || d["b"] != 2 {
+		t.Errorf("delta %v, want a=4 b=2", d)
+	}
+	if d := counterDelta(map[string]uint64{"a": 1}, map[string]uint64{"a": 1}); d != nil {
+		t.Errorf("delta of unchanged counters %v, want nil", d)
+	}
+}

@@ -37,6 +37,11 @@ type Result struct {
 	Overflow      int       `json:"samples_grown,omitempty"`   // latency samples recorded past the pre-allocation
 	Baseline      *Baseline `json:"baseline,omitempty"`        // see [Result.CompareTo]
 	Histogram     []Bucket  `json:"histogram,omitempty"`       // non-empty latency buckets
+
+	// Counters are the transport counters of this side's QPs that moved
+	// during the trial (warm-up included), summed over the QPs: packets,
+	// retransmissions, NAKs, RNR waits... Names are the transport's own.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // Latency holds latency statistics in microseconds; see [stats.Summary] for

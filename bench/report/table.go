@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -138,7 +139,22 @@ func writeNotes(sb *strings.Builder, results []Result) {
 			fmt.Fprintf(sb, "note: %s: %d samples beyond the pre-allocation (storage grew during the run)\n",
 				r.Label(), r.Overflow)
 		}
+		if c := countersText(r.Counters); c != "" {
+			fmt.Fprintf(sb, "note: %s: counters %s\n", r.Label(), c)
+		}
 	}
+}
+
+// countersText lists counters as name=value in name order, leaving out
+// byte counts, which the size and iterations already say.
+func countersText(cs map[string]uint64) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(cs)) {
+		if !strings.HasSuffix(name, "bytes") {
+			parts = append(parts, fmt.Sprintf("%s=%d", name, cs[name]))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // noteGroups collects notes in first-seen order, each with the distinct

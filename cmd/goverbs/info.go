@@ -21,6 +21,8 @@ type transportInfo struct {
 	DataPath  string      `json:"data_path"`
 	Caps      *verbs.Caps `json:"caps,omitempty"`
 	Error     string      `json:"error,omitempty"`
+
+	Counters *counterProbe `json:"counters,omitempty"` // with --counters
 }
 
 // infoCmd is goverbs info: every registered transport, a device opened on
@@ -28,12 +30,17 @@ type transportInfo struct {
 func infoCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "one JSON object per transport")
+	counters := fs.Bool("counters", false, "run a short exchange over each transport in this process and show its QP and device counters")
 	if err := parse(fs, "info", args, printInfoUsage, stdout, stderr); err != nil {
 		return err
 	}
 	var infos []transportInfo
 	for _, t := range bench.Transports() {
-		infos = append(infos, probe(t))
+		in := probe(t)
+		if *counters && in.Error == "" {
+			in.Counters = probeCounters(t)
+		}
+		infos = append(infos, in)
 	}
 	fab := probeFabric()
 	if *asJSON {
@@ -47,6 +54,9 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, in := range infos {
 		writeInfo(stdout, in)
+		if in.Counters != nil {
+			writeCounters(stdout, in.Counters)
+		}
 		fmt.Fprintln(stdout)
 	}
 	writeFabricInfo(stdout, fab)

@@ -1,0 +1,23 @@
+package bench
+
+import (
+	"net"
+
+	"goverbs/provider"
+	"goverbs/roce"
+)
+
+func init() {
+	register(Transport{
+		Name:    "roce",
+		Summary: "RoCEv2 over UDP in user space (rxe-compatible wire), connection manager over TCP",
+		Engines: 0, // parks in the netpoller: no busy-poll mode
+		Reach:   ReachNetwork,
+		// A RoCE device's IP is its GID: it binds the address the peer
+		// reaches this process by, on a free port.
+		New: each(func(host string, _ Open) provider.Provider {
+			return roce.New(roce.Options{Addr: net.JoinHostPort(host, "0")})
+		}),
+		ListenAddr: tcpAddr,
+	})
+}

@@ -1,0 +1,584 @@
+package roce_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"goverbs/bench/stats"
+	"goverbs/roce"
+	"goverbs/verbs"
+)
+
+// Benchmarks against a peer in another process, so that each side's CPU can
+// be measured (getrusage here, /proc for the peer), with baselines in the
+// same run: a raw Go UDP ping-pong for latency, a TCP stream for bandwidth,
+// and the iWARP transport when built with -tags roce_vs_iwarp.
+//
+//	go test -run '^$' -bench . -benchtime 3s ./roce
+//
+// The peer process is this test binary started with benchPeerEnv set to
+// "TRANSPORT:ROLE"; it prints its address and serves until stdin closes.
+
+const benchPeerEnv = "GOVERBS_ROCE_BENCH_PEER"
+
+// benchTransports are the RDMA transports the benchmarks compare; a build
+// tag adds iWARP.
+var benchTransports = map[string]func() (*verbs.Device, error){
+	"roce": func() (*verbs.Device, error) { return verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"})) },
+}
+
+// benchPeer is a running peer process.
+type benchPeer struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addr  string
+	pid   int
+}
+
+// startBenchPeer starts the peer for transport and role and waits for its
+// address.
+func startBenchPeer(b *testing.B, transport, role string) *benchPeer {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), benchPeerEnv+"="+transport+":"+role)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &benchPeer{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid}
+	b.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ADDR ") {
+		b.Fatalf("bench peer: %q %v", line, err)
+	}
+	p.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+	return p
+}
+
+// maybeServeBenchPeer runs this process as a benchmark peer and exits, if
+// it was started as one.
+func maybeServeBenchPeer() {
+	spec := os.Getenv(benchPeerEnv)
+	if spec == "" {
+		return
+	}
+	defer os.Exit(0)
+	transport, role, _ := strings.Cut(spec, ":")
+	if path := os.Getenv("GOVERBS_BENCH_PEER_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	var err error
+	switch transport {
+	case "udp":
+		err = serveUDPEcho()
+	case "tcp":
+		err = serveTCPSink()
+	default:
+		err = serveRDMA(transport, role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench peer:", err)
+		os.Exit(3)
+	}
+}
+
+// waitStdin returns a channel closed when the parent closes stdin.
+func waitStdin() <-chan struct{} {
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+	return done
+}
+
+func serveUDPEcho() error {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ADDR %s\n", c.LocalAddr())
+	go func() { <-waitStdin(); c.Close() }()
+	buf := make([]byte, 64)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return nil
+		}
+		c.WriteToUDPAddrPort(buf[:n], from)
+	}
+}
+
+func serveTCPSink() error {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ADDR %s\n", ln.Addr())
+	go func() { <-waitStdin(); ln.Close() }()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return nil
+		}
+		go func() {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}()
+	}
+}
+
+// rdmaEnd is one side of an RDMA benchmark connection: a QP, a local
+// buffer the peer writes into, and the peer's buffer.
+type rdmaEnd struct {
+	dev    *verbs.Device
+	qp     *verbs.QP
+	cq     *verbs.CQ
+	mr     *verbs.MR // [0:8) the peer writes here; the rest is the source
+	remote verbs.RemoteBuf
+}
+
+const benchBuf = 2 << 20
+
+func newRDMAEnd(transport string) (*rdmaEnd, error) {
+	dev, err := benchTransports[transport]()
+	if err != nil {
+		return nil, err
+	}
+	e := &rdmaEnd{dev: dev}
+	pd, err := dev.AllocPD()
+	if err == nil {
+		e.cq, err = dev.CreateCQ(1024)
+	}
+	if err == nil {
+		e.qp, err = pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq,
+			Cap: verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+	}
+	if err == nil {
+		e.mr, err = pd.RegisterMR(make([]byte, benchBuf), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	}
+	return e, err
+}
+
+func (e *rdmaEnd) desc() []byte {
+	b, _ := e.mr.Remote().MarshalBinary()
+	return b
+}
+
+// serveRDMA accepts one connection and plays its role: "lat" returns each
+// value the client writes; "bw" only keeps the connection (its engine does
+// the work).
+func serveRDMA(transport, role string) error {
+	e, err := newRDMAEnd(transport)
+	if err != nil {
+		return err
+	}
+	ln, err := e.dev.Listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ADDR %s\n", ln.Addr())
+	ctx := context.Background()
+	req, err := ln.Accept(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.remote.UnmarshalBinary(req.PrivateData()); err != nil {
+		return err
+	}
+	if _, err := req.Accept(ctx, e.qp, verbs.ConnParam{PrivateData: e.desc()}); err != nil {
+		return err
+	}
+	done := waitStdin()
+	if role == "lat" {
+		go e.echo()
+	}
+	<-done
+	e.dev.Close()
+	return nil
+}
+
+// echo writes back every new value the client writes.
+func (e *rdmaEnd) echo() {
+	in := word(e.mr.Bytes())
+	var last uint64
+	for n := 0; ; n++ {
+		v := atomic.LoadUint64(in)
+		if v == last {
+			yield()
+			continue
+		}
+		last = v
+		if e.write8(v, n) != nil {
+			return
+		}
+	}
+}
+
+// write8 WRITEs v (inline) to the peer's word, signalling every 16th WR
+// and reaping completions so the send queue never fills.
+func (e *rdmaEnd) write8(v uint64, n int) error {
+	binary.NativeEndian.PutUint64(e.mr.Bytes()[8:], v)
+	wr := verbs.SendWR{Opcode: verbs.OpWrite, Flags: verbs.SendInline,
+		SGL: []verbs.SGE{e.mr.SGE(8, 8)}, Remote: e.remote.At(0)}
+	if n%16 == 15 {
+		wr.Flags |= verbs.SendSignaled
+	}
+	if err := e.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+		return err
+	}
+	var wcs [16]verbs.WorkCompletion
+	k, err := e.cq.Poll(wcs[:])
+	for _, wc := range wcs[:k] {
+		if wc.Status != verbs.StatusSuccess {
+			return fmt.Errorf("WRITE: %v", wc.Status)
+		}
+	}
+	return err
+}
+
+// word is the aligned 8-byte word at the start of b, for polling a WRITE
+// target the way perftest does. The bytes of one 8-byte WRITE are placed
+// by one copy, so a poller never sees half of them on amd64 and arm64.
+func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// dialRDMA connects a client end to a peer.
+func dialRDMA(b *testing.B, transport, addr string) *rdmaEnd {
+	b.Helper()
+	e, err := newRDMAEnd(transport)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.dev.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := e.dev.Dial(ctx, addr, e.qp, verbs.ConnParam{PrivateData: e.desc()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.remote.UnmarshalBinary(info.PrivateData); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// cpuMeter measures both sides' CPU over a run.
+type cpuMeter struct {
+	pid        int
+	self, peer stats.CPUTimes
+}
+
+func startCPU(pid int) *cpuMeter {
+	m := &cpuMeter{pid: pid}
+	m.self, _ = stats.SelfCPU()
+	m.peer, _ = stats.ProcessCPU(pid)
+	return m
+}
+
+// stop returns the CPU each side spent since start.
+func (m *cpuMeter) stop() (self, peer stats.CPUTimes) {
+	s, _ := stats.SelfCPU()
+	p, _ := stats.ProcessCPU(m.pid)
+	return s.Sub(m.self), p.Sub(m.peer)
+}
+
+// reportLatency reports RTT/2 percentiles and the CPU per operation.
+func reportLatency(b *testing.B, rec *stats.Recorder, m *cpuMeter) {
+	self, peer := m.stop()
+	s := rec.Summary()
+	b.ReportMetric(s.P50, "p50-µs")
+	b.ReportMetric(s.P99, "p99-µs")
+	b.ReportMetric(self.PerOp(int64(rec.Len()))/1000, "cpu-µs/op-client")
+	b.ReportMetric(peer.PerOp(int64(rec.Len()))/1000, "cpu-µs/op-server")
+}
+
+// BenchmarkWriteLat8 is the perftest ib_write_lat method: each side polls
+// its buffer for the peer's 8-byte WRITE and answers with its own; the
+// latency is RTT/2. udp is a raw Go UDP ping-pong of 8 bytes.
+func BenchmarkWriteLat8(b *testing.B) {
+	if raceEnabled {
+		b.Skip("polls memory the engine writes (perftest's method), which the race detector reports")
+	}
+	for _, tr := range sortedTransports() {
+		b.Run(tr, func(b *testing.B) { benchRDMALat(b, tr) })
+	}
+	b.Run("udp", benchUDPLat)
+}
+
+func benchRDMALat(b *testing.B, transport string) {
+	peer := startBenchPeer(b, transport, "lat")
+	e := dialRDMA(b, transport, peer.addr)
+	in := word(e.mr.Bytes())
+	rec := stats.NewRecorder(1<<20, stats.RoundTrip)
+	// Warm up, then measure.
+	v := uint64(0)
+	pingPong := func() {
+		v++
+		if err := e.write8(v, int(v)); err != nil {
+			b.Fatal(err)
+		}
+		for atomic.LoadUint64(in) != v {
+			yield()
+		}
+	}
+	for range 1000 {
+		pingPong()
+	}
+	m := startCPU(peer.pid)
+	b.ResetTimer()
+	t := stats.Mono()
+	for b.Loop() {
+		pingPong()
+		t = rec.RecordSince(t)
+	}
+	b.StopTimer()
+	reportLatency(b, rec, m)
+}
+
+func benchUDPLat(b *testing.B) {
+	peer := startBenchPeer(b, "udp", "lat")
+	raddr, err := net.ResolveUDPAddr("udp4", peer.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := net.DialUDP("udp4", nil, raddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg, buf := make([]byte, 8), make([]byte, 64)
+	ping := func() {
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 1000 {
+		ping()
+	}
+	rec := stats.NewRecorder(1<<20, stats.RoundTrip)
+	m := startCPU(peer.pid)
+	b.ResetTimer()
+	t := stats.Mono()
+	for b.Loop() {
+		ping()
+		t = rec.RecordSince(t)
+	}
+	b.StopTimer()
+	reportLatency(b, rec, m)
+}
+
+// BenchmarkWriteBW1M streams 1 MiB WRITEs with 16 outstanding (perftest
+// ib_write_bw with tx-depth 16); tcp streams 1 MiB writes into a socket the
+// peer drains.
+func BenchmarkWriteBW1M(b *testing.B) {
+	for _, tr := range sortedTransports() {
+		b.Run(tr, func(b *testing.B) { benchRDMABW(b, tr) })
+	}
+	b.Run("tcp", benchTCPBW)
+}
+
+const bwMsg = 1 << 20
+
+func benchRDMABW(b *testing.B, transport string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	peer := startBenchPeer(b, transport, "bw")
+	e := dialRDMA(b, transport, peer.addr)
+	wr := []verbs.SendWR{{Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{e.mr.SGE(benchBuf-bwMsg, bwMsg)}, Remote: e.remote.At(0)}}
+	wcs := make([]verbs.WorkCompletion, 16)
+	outstanding := 0
+	reap := func(block bool) {
+		for {
+			n, err := e.cq.Poll(wcs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != verbs.StatusSuccess {
+					b.Fatalf("WRITE: %v", wc.Status)
+				}
+			}
+			outstanding -= n
+			if n > 0 || !block {
+				return
+			}
+			e.cq.Wait(ctx)
+		}
+	}
+	post := func() {
+		for outstanding >= 16 {
+			reap(true)
+		}
+		if err := e.qp.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+		reap(false)
+	}
+	for range 16 {
+		post()
+	}
+	m := startCPU(peer.pid)
+	start := time.Now()
+	b.SetBytes(bwMsg)
+	b.ResetTimer()
+	for b.Loop() {
+		post()
+	}
+	for outstanding > 0 {
+		reap(true)
+	}
+	b.StopTimer()
+	reportBW(b, time.Since(start), m)
+}
+
+// reportBW reports the throughput and each side's CPU per GiB moved.
+func reportBW(b *testing.B, d time.Duration, m *cpuMeter) {
+	self, peer := m.stop()
+	bytes := int64(b.N) * bwMsg
+	b.ReportMetric(stats.Gbps(bytes, d), "Gb/s")
+	b.ReportMetric(self.PerGiB(bytes), "cpu-s/GiB-client")
+	b.ReportMetric(peer.PerGiB(bytes), "cpu-s/GiB-server")
+}
+
+func benchTCPBW(b *testing.B) {
+	peer := startBenchPeer(b, "tcp", "bw")
+	c, err := net.Dial("tcp4", peer.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, bwMsg)
+	m := startCPU(peer.pid)
+	start := time.Now()
+	b.SetBytes(bwMsg)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportBW(b, time.Since(start), m)
+}
+
+func sortedTransports() []string {
+	var out []string
+	for _, n := range []string{"roce", "iwarp"} {
+		if benchTransports[n] != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BenchmarkWriteRate8 streams 8-byte WRITEs between two devices of this
+// process, 16 outstanding per signalled WR: the engine's cost per message
+// (and its allocations, which must be none in steady state).
+func BenchmarkWriteRate8(b *testing.B) {
+	a, p := openDevice(b, roce.Options{}), openDevice(b, roce.Options{})
+	defer p.Close()
+	defer a.Close()
+	qa, _, pda, pdb, cqa, _ := connectPair(b, a, p)
+	src := mustMR(b, pda, 64, verbs.AccessLocalWrite)
+	dst := mustMR(b, pdb, 64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	wrs := make([]verbs.SendWR, 16)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{Opcode: verbs.OpWrite, Flags: verbs.SendInline, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}
+	}
+	wrs[15].Flags |= verbs.SendSignaled
+	wcs := make([]verbs.WorkCompletion, 8)
+	outstanding := 0
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		for outstanding >= 4 {
+			n, err := cqa.Poll(wcs)
+			if err != nil || n > 0 && wcs[0].Status != verbs.StatusSuccess {
+				b.Fatal(err, wcs[0].Status)
+			}
+			outstanding -= n
+			if n == 0 {
+				runtime.Gosched()
+			}
+		}
+		if err := qa.PostSend(wrs); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	for outstanding > 0 {
+		n, _ := cqa.Poll(wcs)
+		outstanding -= n
+		runtime.Gosched()
+	}
+	b.ReportMetric(stats.Mps(int64(b.N)*16, time.Since(start)), "Mmsg/s")
+}
+
+// BenchmarkWriteBW1MLocal streams 1 MiB WRITEs between two devices of this
+// process: for profiling both sides at once.
+func BenchmarkWriteBW1MLocal(b *testing.B) {
+	a, p := openDevice(b, roce.Options{}), openDevice(b, roce.Options{})
+	defer p.Close()
+	defer a.Close()
+	qa, _, pda, pdb, cqa, _ := connectPair(b, a, p)
+	src := mustMR(b, pda, bwMsg, verbs.AccessLocalWrite)
+	dst := mustMR(b, pdb, bwMsg, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	wr := []verbs.SendWR{{Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, bwMsg)}, Remote: dst.Remote().At(0)}}
+	wcs := make([]verbs.WorkCompletion, 16)
+	outstanding := 0
+	b.SetBytes(bwMsg)
+	b.ReportAllocs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for b.Loop() {
+		for outstanding >= 16 {
+			cqa.Wait(ctx)
+			n, _ := cqa.Poll(wcs)
+			outstanding -= n
+		}
+		if err := qa.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	for outstanding > 0 {
+		cqa.Wait(ctx)
+		n, _ := cqa.Poll(wcs)
+		outstanding -= n
+	}
+}

@@ -1,0 +1,190 @@
+package roce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// cmConn is the side channel of one connection. Writes are serialized by
+// mu; after establishment a monitor goroutine reads it and fails the QP
+// when the peer disconnects or the channel ends.
+type cmConn struct {
+	l    *link
+	nc   net.Conn
+	mu   sync.Mutex
+	done bool     // closed by this side: the monitor fails no QP
+	qp   *soft.QP // set once established
+	stop chan struct{}
+}
+
+func newCMConn(l *link, nc net.Conn) *cmConn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return &cmConn{l: l, nc: nc, stop: make(chan struct{})}
+}
+
+// send writes one message.
+func (c *cmConn) send(m *cmMsg) error {
+	b := appendCM(make([]byte, 0, cmHeaderLen+cmConnLen+len(m.Private)), m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return net.ErrClosed
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// register makes Close of the link close c.
+func (c *cmConn) register() bool {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+// monitor watches an established connection: a DREQ or the end of the
+// channel (the peer closed it, or its process died) moves the QP to ERR
+// with EventPeerDisconnected.
+func (c *cmConn) monitor(qp *soft.QP) {
+	c.qp = qp
+	c.nc.SetDeadline(time.Time{})
+	go func() {
+		for {
+			m, err := readCM(c.nc)
+			if err == nil && m.Type != cmDREQ {
+				continue // nothing else is expected; ignore it
+			}
+			c.mu.Lock()
+			mine := c.done
+			c.done = true
+			c.mu.Unlock()
+			c.nc.Close()
+			c.unregister()
+			if !mine {
+				qp.Fail(provider.EventPeerDisconnected, provider.ErrDisconnected)
+			}
+			return
+		}
+	}()
+}
+
+func (c *cmConn) unregister() {
+	c.l.mu.Lock()
+	if c.l.conns != nil {
+		delete(c.l.conns, c)
+	}
+	c.l.mu.Unlock()
+}
+
+// disconnect sends a DREQ and closes the channel. It does not wait for the
+// peer: a dead peer must not delay the local QP's move to ERR.
+func (c *cmConn) disconnect() {
+	c.mu.Lock()
+	if !c.done {
+		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.nc.Write(appendCM(nil, &cmMsg{Type: cmDREQ}))
+	}
+	c.mu.Unlock()
+	c.close()
+}
+
+// close ends the channel without a DREQ; the peer sees it end.
+func (c *cmConn) close() {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+	c.nc.Close()
+	c.unregister()
+}
+
+// withDefaults fills the zero fields of a ConnParam: IRD and ORD
+// DefaultDepth clamped to the device, retry counts 7.
+func withDefaults(p provider.ConnParam, c provider.Caps) provider.ConnParam {
+	if p.ResponderResources == 0 {
+		p.ResponderResources = DefaultDepth
+	}
+	if p.InitiatorDepth == 0 {
+		p.InitiatorDepth = DefaultDepth
+	}
+	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
+	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
+	if p.RetryCount == 0 {
+		p.RetryCount = DefaultRetry
+	}
+	if p.RNRRetryCount == 0 {
+		p.RNRRetryCount = DefaultRetry
+	}
+	p.RetryCount, p.RNRRetryCount = min(p.RetryCount, 7), min(p.RNRRetryCount, 7)
+	return p
+}
+
+// establish attaches a connection's endpoint to qp and moves the QP to RTS.
+func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, sqPSN uint32, p provider.ConnParam, ord uint8) (*qpConn, error) {
+	mtu := min(m.MTU, l.cfg.PathMTU)
+	c := newQPConn(l.eng, qp, qpParams{
+		dest: m.QPN, peer: m.Addr, rqPSN: m.PSN, mtu: mtu, ird: p.ResponderResources,
+		gso: true, anyPort: l.cfg.AnyPeerPort,
+	})
+	c.cm = cm
+	if err := c.attach(); err != nil {
+		return nil, err
+	}
+	err := qp.Establish(c, soft.EstablishAttr{
+		DestQPN: m.QPN, AV: provider.AddressVector{Addr: m.Addr.String()},
+		RQPSN: m.PSN, SQPSN: sqPSN, PathMTU: mtu,
+		IRD: p.ResponderResources, ORD: ord,
+		RetryCnt: p.RetryCount, RNRRetry: p.RNRRetryCount,
+		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
+	})
+	if err != nil {
+		c.cm = nil
+		c.Detach()
+		return nil, err
+	}
+	c.SendReady() // the requester takes its PSN now, not at the first post
+	return c, nil
+}
+
+// checkPrivateData enforces the side channel's private data limit.
+func checkPrivateData(pd []byte) error {
+	if len(pd) > MaxPrivateData {
+		return fmt.Errorf("%w: %d bytes of private data (roce carries at most %d)", provider.ErrInvalidArgument, len(pd), MaxPrivateData)
+	}
+	return nil
+}
+
+// ctxErr turns a context's end, or the deadline it set on the side
+// channel, into the verbs timeout error.
+func ctxErr(ctx context.Context, op, addr string) error {
+	err := ctx.Err()
+	if err == nil {
+		err = os.ErrDeadlineExceeded
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return &OpError{Op: op, Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrTimeout, err)}
+	}
+	return &OpError{Op: op, Addr: addr, Err: err}
+}
+
+// watch closes nc's deadline when ctx ends, so blocking reads and writes
+// return; the returned stop undoes it.
+func watch(ctx context.Context, nc net.Conn) (stop func() bool) {
+	if d, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(d)
+	}
+	return context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+}

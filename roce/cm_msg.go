@@ -1,0 +1,151 @@
+package roce
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"goverbs/provider"
+)
+
+// The side channel: a TCP connection carrying the out-of-band exchange
+// perftest and ibv_rc_pingpong do by hand (QPN, PSN, MTU, GID and address,
+// and the buffers a program shares, in private data), with the message
+// flow of the IB connection manager (IBA 12.6): REQ, then REP or REJ, then
+// RTU; DREQ at disconnect. The connection stays open while the QPs are
+// connected: a DREQ, or the TCP connection ending because the peer process
+// died, moves the QP to ERR, as rdma_cm does when the kernel tears a dead
+// process's connections down.
+//
+// Framing: type (1 byte), body length (2 bytes, big-endian), body.
+
+// cmType is a side-channel message type.
+type cmType uint8
+
+const (
+	cmREQ cmType = iota + 1
+	cmREP
+	cmREJ
+	cmRTU
+	cmDREQ
+)
+
+func (t cmType) String() string {
+	switch t {
+	case cmREQ:
+		return "REQ"
+	case cmREP:
+		return "REP"
+	case cmREJ:
+		return "REJ"
+	case cmRTU:
+		return "RTU"
+	case cmDREQ:
+		return "DREQ"
+	}
+	return fmt.Sprintf("cmType(%d)", uint8(t))
+}
+
+// cmMagic opens every REQ and REP: a stray TCP client is refused before
+// anything is applied to a QP.
+var cmMagic = [4]byte{'G', 'V', 'R', '1'}
+
+// cmMsg is a decoded side-channel message. REQ and REP use every field;
+// REJ only PrivateData; RTU and DREQ none.
+type cmMsg struct {
+	Type     cmType
+	QPN      uint32
+	PSN      uint32
+	MTU      provider.MTU
+	IRD, ORD uint8
+	Retry    uint8
+	RNRRetry uint8
+	Addr     netip.AddrPort // the sender's RoCE address (GID and UDP port)
+	Private  []byte
+}
+
+// Sizes of the encoding.
+const (
+	cmHeaderLen = 3
+	cmConnLen   = 4 + 4 + 4 + 2 + 4 + 16 + 2 + 2 // magic, QPN, PSN, MTU, IRD/ORD/retries, IP, port, pd length
+	cmMaxBody   = cmConnLen + MaxPrivateData
+)
+
+var errCMFormat = fmt.Errorf("%w: malformed roce connection message", provider.ErrProtocol)
+
+// appendCM encodes m.
+func appendCM(b []byte, m *cmMsg) []byte {
+	b = append(b, byte(m.Type), 0, 0)
+	start := len(b)
+	switch m.Type {
+	case cmREQ, cmREP:
+		b = append(b, cmMagic[:]...)
+		b = binary.BigEndian.AppendUint32(b, m.QPN)
+		b = binary.BigEndian.AppendUint32(b, m.PSN)
+		b = binary.BigEndian.AppendUint16(b, uint16(m.MTU))
+		b = append(b, m.IRD, m.ORD, m.Retry, m.RNRRetry)
+		ip := m.Addr.Addr().As16()
+		b = append(b, ip[:]...)
+		b = binary.BigEndian.AppendUint16(b, m.Addr.Port())
+		fallthrough
+	case cmREJ:
+		b = binary.BigEndian.AppendUint16(b, uint16(len(m.Private)))
+		b = append(b, m.Private...)
+	}
+	binary.BigEndian.PutUint16(b[start-2:], uint16(len(b)-start))
+	return b
+}
+
+// readCM reads one message. A body longer than any valid message is a
+// protocol error, so a peer cannot make the reader allocate at will.
+func readCM(r io.Reader) (cmMsg, error) {
+	var h [cmHeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return cmMsg{}, err
+	}
+	n := int(binary.BigEndian.Uint16(h[1:]))
+	if n > cmMaxBody {
+		return cmMsg{}, errCMFormat
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return cmMsg{}, err
+	}
+	return parseCM(cmType(h[0]), body)
+}
+
+// parseCM decodes the body of a message of type t.
+func parseCM(t cmType, b []byte) (cmMsg, error) {
+	m := cmMsg{Type: t}
+	switch t {
+	case cmRTU, cmDREQ:
+		if len(b) != 0 {
+			return m, errCMFormat
+		}
+		return m, nil
+	case cmREQ, cmREP:
+		if len(b) < cmConnLen || [4]byte(b[:4]) != cmMagic {
+			return m, errCMFormat
+		}
+		m.QPN = binary.BigEndian.Uint32(b[4:]) & 0xFFFFFF
+		m.PSN = binary.BigEndian.Uint32(b[8:]) & 0xFFFFFF
+		m.MTU = provider.MTU(binary.BigEndian.Uint16(b[12:]))
+		m.IRD, m.ORD, m.Retry, m.RNRRetry = b[14], b[15], min(b[16], 7), min(b[17], 7)
+		m.Addr = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[18:34])).Unmap(), binary.BigEndian.Uint16(b[34:]))
+		if !m.MTU.Valid() {
+			return m, errCMFormat
+		}
+		b = b[36:]
+	case cmREJ:
+	default:
+		return m, errCMFormat
+	}
+	if len(b) < 2 || int(binary.BigEndian.Uint16(b)) != len(b)-2 || len(b)-2 > MaxPrivateData {
+		return m, errCMFormat
+	}
+	if len(b) > 2 {
+		m.Private = append([]byte(nil), b[2:]...)
+	}
+	return m, nil
+}

@@ -1,0 +1,88 @@
+package roce_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"goverbs/internal/conformance"
+	"goverbs/roce"
+	"goverbs/verbs"
+)
+
+// providers remembers the provider of each device a test opened, for its
+// device-wide counters.
+var providers sync.Map // *verbs.Device -> *roce.Provider
+
+// openDevice opens a RoCEv2 device on a free port of 127.0.0.1.
+func openDevice(t testing.TB, o roce.Options) *verbs.Device {
+	t.Helper()
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	p := roce.New(o)
+	d, err := verbs.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers.Store(d, p)
+	return d
+}
+
+// deviceCounters returns the device-wide counters of a device openDevice
+// opened.
+func deviceCounters(t testing.TB, d *verbs.Device) []verbs.Counter {
+	t.Helper()
+	p, ok := providers.Load(d)
+	if !ok {
+		t.Fatal("device not opened by openDevice")
+	}
+	cs, err := p.(*roce.Provider).Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// waitBriefly waits up to a millisecond for a completion.
+func waitBriefly(cq *verbs.CQ) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	cq.Wait(ctx)
+	cancel()
+}
+
+// TestConformance runs the conformance suite over UDP on loopback, both
+// devices in this process.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		a := openDevice(t, roce.Options{})
+		b := openDevice(t, roce.Options{})
+		peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}
+
+// TestConformancePlain runs it on the portable socket path (one datagram
+// per system call, no GSO), which other systems always take.
+func TestConformancePlain(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		a := openDevice(t, roce.Options{DisableBatching: true})
+		b := openDevice(t, roce.Options{DisableBatching: true})
+		peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}
+
+// TestConformanceCrossProcess runs it with the peer in a child process.
+func TestConformanceCrossProcess(t *testing.T) {
+	pool := newPeerPool(t)
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		a := openDevice(t, roce.Options{})
+		peer := pool.get(t)
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}

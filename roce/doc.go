@@ -1,0 +1,140 @@
+// Package roce is goverbs' RoCEv2 transport: the InfiniBand
+// reliable-connected transport (BTH and extension headers, with the ICRC)
+// in UDP port 4791, run in user space, speaking the bytes Linux rxe
+// (Soft-RoCE) speaks, without root or a kernel module. It is a link of the
+// software device (package soft): soft owns keys, access checks, queues and
+// completions; this package segments, numbers, acknowledges, retransmits
+// and places.
+//
+//	p := roce.New(roce.Options{Addr: "10.0.0.1"})      // UDP 10.0.0.1:4791
+//	dev, err := verbs.Open(p)
+//	ln, err := dev.Listen("10.0.0.1:7471")              // the side channel (TCP)
+//	info, err := dev.Dial(ctx, "10.0.0.2:7471", qp, verbs.ConnParam{PrivateData: desc})
+//
+// # Connecting
+//
+// Dial, Listen and Accept run a connection manager over a side TCP
+// connection, in the manner of perftest's and ibv_rc_pingpong's out-of-band
+// exchange with the message flow of the IB CM (REQ, REP or REJ, RTU): each
+// side sends its QP number, initial PSN, path MTU, RoCE address (GID and
+// UDP port), IRD, ORD and retry counts, and up to MaxPrivateData bytes of
+// private data. Buffers a program wants to share travel there, for example
+// as verbs.RemoteBuf encodings. The MTU is the smaller of the two, and a
+// side's ORD never exceeds the other's IRD. The TCP connection stays open:
+// Disconnect sends a DREQ, and a peer process that dies closes it, so the
+// QP moves to ERR with EventPeerDisconnected at once rather than after the
+// retry counters run out (as rdma_cm does when the kernel tears a dead
+// process's connections down).
+//
+// A QP can also be connected by hand, as ibv_rc_pingpong does: Modify from
+// INIT to RTR with an AddressVector and the peer's QPN, RQPSN, path MTU and
+// max_dest_rd_atomic, then to RTS. The AddressVector names the peer by Addr
+// ("ip:port", or "ip" for port 4791), or by the IP in GID (IPv4-mapped for
+// IPv4, as RoCEv2 GIDs are) at port 4791; with neither, the peer is a QP of
+// the same device.
+//
+// # The wire
+//
+// Every request and response is one UDP datagram: BTH, extension headers,
+// payload, pad, ICRC (package internal/wire/ib; IBA Vol 1 chapter 9, Annex
+// A17; IBTA 1.5 for FLUSH and ATOMIC WRITE). Payloads are gathered straight
+// from registered memory into the socket (sendmmsg with one iovec per
+// piece); received payloads are copied from the socket buffers into the
+// target region after soft has checked the key, bounds and rights. The UDP
+// source port is the device's bound port for every QP (rxe hashes the QP
+// number into it for ECMP); the destination is the peer's bound port.
+//
+// The ICRC covers the IPv4 Identification and flags, which no UDP socket
+// reports on receive (WIRE.md 2.7). A device sends from an unconnected
+// socket with IP_PMTUDISC_DO, for which Linux sends Identification 0 and
+// DF, so its ICRC is the one the wire carries; on receive it verifies the
+// ICRC assuming the same of the peer. That is exact between goverbs devices
+// and for IPv6, and wrong for rxe or hardware over IPv4: set ICRC to
+// ICRCIgnoreIPv4 to talk to them. Packets whose ICRC fails are dropped and
+// counted.
+//
+// UDP segmentation offload (GSO, and GRO on receive) cuts the system calls
+// of a bulk transfer by an order of magnitude. The kernel numbers the IPv4
+// Identification of GSO segments 0, 1, 2..., which a goverbs receiver
+// cannot see but rxe, a NIC or scapy on a capture would, so GSO is used
+// only toward peers connected through the connection manager (goverbs
+// devices), and never when Options.DisableGSO or GOVERBS_UDP_GSO=0 says so
+// (captures need one datagram per packet).
+//
+// # Reliability (IBA 9.7; rxe_req.c, rxe_resp.c, rxe_comp.c)
+//
+// The requester segments SEND and WRITE messages to the path MTU (256 to
+// 4096), numbers packets with 24-bit PSNs (a READ uses one per response),
+// keeps at most Window PSNs unacknowledged, and matches responses to WQEs:
+// ACKs complete SENDs and WRITEs, READ responses are placed in order, an
+// ATOMIC ACKNOWLEDGE carries the original value, a zero-length READ
+// response answers FLUSH and ATOMIC WRITE. A response for a later PSN
+// acknowledges everything before it; if a READ or atomic before it has not
+// had its answer, that answer was lost and the requester asks again (an
+// implied NAK), a READ for the rest of its range only. A PSN sequence error
+// NAK, an implied NAK and the local ACK timeout (4.096 µs × 2^timeout) start
+// a go-back-N; retry_cnt such retries without progress end in
+// RETRY_EXC_ERR. An RNR NAK makes the requester wait the responder's
+// min_rnr_timer (the IBA table) and resend, up to rnr_retry times (7:
+// forever), then RNR_RETRY_EXC_ERR.
+//
+// The responder executes requests in PSN order. A PSN ahead of the expected
+// one gets one sequence error NAK per gap; a PSN behind it is a duplicate:
+// a SEND or WRITE is acknowledged again, a READ, atomic, FLUSH or ATOMIC
+// WRITE is answered from its responder resource (IRD entries, recycled as
+// rxe does), a READ from any PSN in its range. Opcode sequence and length
+// violations are NAKed as invalid requests, access violations as remote
+// access errors, a faulty receive WQE as a remote operational error; all
+// three move the QP to ERR (class C). A SEND that finds no receive gets an
+// RNR NAK. ACKs are cumulative: one goes out for a batch of packets that
+// asked for one.
+//
+// Where this differs from rxe, and why:
+//   - retry_cnt 7 is seven retries, not infinite (rxe's quirk): IBA gives
+//     that meaning to rnr_retry only, and a dead peer must end in an error.
+//   - AckReq is set on the last packet of signalled WQEs, of READs,
+//     atomics, FLUSH and ATOMIC WRITE, every AckEvery packets, when a
+//     quarter of the send queue waits, and on retransmissions; an idle
+//     requester asks for the rest with a probe after a millisecond (see
+//     ackreq.go). rxe asks on the last packet of every message. Against
+//     an rxe responder this is still correct: rxe acknowledges AckReq
+//     packets and duplicates.
+//   - The responder acknowledges a batch of AckReq packets with one ACK.
+//   - Each packet of a multi-packet WRITE or READ response is placed or
+//     read through its own access check, so no region is held between
+//     packets: Deregister never waits for a peer.
+//   - RC only (no UC, UD or XRC), the default partition only.
+//
+// # Engine
+//
+// Each device has one engine: the state of all its QPs, the transmit batch
+// and one timer, guarded by a lock called the turn. The goroutine that
+// brings work runs the engine to completion while it holds the turn: the
+// reader goroutine (recvmmsg, then placement and answers), the goroutine
+// that posts a send (its packets leave from PostSend), or the engine
+// goroutine (timers, and work a busy turn left). See engine.go for why this
+// rather than one goroutine with a select loop. Every state machine takes
+// the time as an argument; the tests drive it.
+//
+// # Completions and counters
+//
+// A WRITE completes when the responder's ACK arrives (Caps.WriteCompletion
+// is CompletionAcked): the responder placed the bytes before it sent the
+// ACK, and placement is visible to any later message from this QP; FLUSH
+// proves global visibility or persistence. Per-QP counters (packets,
+// bytes, retransmissions, timeouts, NAKs by kind sent and received, RNR
+// waits, duplicates, foreign and corrupt packets dropped) come from
+// verbs.QP.Counters; Provider.Counters adds the device's (packets for no
+// QP, datagrams, GSO use, socket errors). goverbs info --counters shows
+// both after a short exchange, and goverbs bench reports those that moved
+// during each test.
+//
+// # Talking to rxe
+//
+// Bind port 4791 (rxe sends there), accept any source port from the peer
+// (rxe picks it per QP) and skip the IPv4 ICRC check:
+//
+//	roce.New(roce.Options{Addr: "10.77.2.2", AnyPeerPort: true, ICRC: roce.ICRCIgnoreIPv4, PathMTU: 1024})
+//
+// and connect QPs by hand with the QPN, PSN and GID the rxe side prints.
+package roce

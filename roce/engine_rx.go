@@ -1,0 +1,152 @@
+package roce
+
+import (
+	"net/netip"
+	"time"
+
+	"goverbs/internal/wire/ib"
+)
+
+// maxPacket is the longest RoCEv2 packet at MTU 4096: BTH, the largest
+// extension headers, payload, pad and ICRC, rounded up.
+const maxPacket = 4096 + 128
+
+// rxBatches rotate between the reader and the turns: the reader reads into
+// one while a turn processes another; when none is free the reader waits
+// and the socket buffer absorbs the rest.
+const rxBatches = 2
+
+// rxBatchLen is the number of datagrams per batch: fewer when every
+// buffer must hold a 64 KiB GRO run.
+func rxBatchLen(offload bool) int {
+	if offload {
+		return 16
+	}
+	return 64
+}
+
+// rxBatch is a set of receive buffers. The reader owns it from taking it
+// from rxFree until it queues it on rxq; the turn that takes it from rxq
+// owns it until it returns it to rxFree. Packets parsed from it are views
+// into its buffers and are not kept past that turn.
+type rxBatch struct {
+	msgs []Message
+	n    int
+}
+
+func newRxBatch(n, bufLen int) *rxBatch {
+	b := &rxBatch{msgs: make([]Message, n)}
+	for i := range b.msgs {
+		b.msgs[i].Buffers = [][]byte{make([]byte, bufLen)}
+	}
+	return b
+}
+
+// read is the reader goroutine: it blocks in the socket, queues what it
+// received and takes the turn to process it, so that a packet is placed
+// and answered on the goroutine the network woke. If a turn is in progress
+// the holder processes the batch and the reader goes on reading into the
+// next one.
+func (e *engine) read() {
+	defer e.wg.Done()
+	for {
+		var b *rxBatch
+		select {
+		case b = <-e.rxFree:
+		case <-e.quit:
+			return
+		}
+		n, err := e.conn.ReadBatch(b.msgs)
+		if err != nil {
+			e.rxFree <- b
+			if isClosed(err) {
+				return
+			}
+			continue
+		}
+		raceRecv(e.tx.local)
+		e.dev.add(ctrRxDatagrams, uint64(n))
+		b.n = n
+		e.notifyMu.Lock()
+		e.rxq = append(e.rxq, b)
+		e.notifyMu.Unlock()
+		e.kick()
+	}
+}
+
+// input processes a batch of datagrams, splitting GRO runs into packets.
+// Precondition: e.mu is held.
+func (e *engine) input(b *rxBatch, now time.Time) {
+	for i := 0; i < b.n; i++ {
+		m := &b.msgs[i]
+		data := m.Buffers[0][:m.N]
+		if m.Segment <= 0 {
+			e.packet(m.Addr, data, now)
+			continue
+		}
+		e.dev.inc(ctrRxGRO)
+		for len(data) > 0 {
+			k := min(m.Segment, len(data))
+			e.packet(m.Addr, data[:k], now)
+			data = data[k:]
+		}
+	}
+	b.n = 0
+}
+
+// packet checks one datagram and gives it to its QP. Every packet that does
+// not belong to an attached QP and its peer's address, does not parse or
+// fails its ICRC is dropped and counted: none of them can change a QP.
+func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
+	p, err := ib.ParsePacket(data)
+	var c *qpConn
+	if p.BTH != nil {
+		c = e.qps[p.BTH.DestQP()]
+	}
+	switch {
+	case err != nil:
+		e.drop(c, ctrDropMalformed)
+		return
+	case !e.icrcOK(src, data):
+		e.drop(c, ctrDropICRC)
+		return
+	case c == nil:
+		e.dev.inc(ctrDropUnknownQP)
+		return
+	case !c.fromPeer(src):
+		e.drop(c, ctrDropForeign)
+		return
+	case p.BTH.PKey()&0x7FFF != ib.DefaultPKey&0x7FFF:
+		// IBA 9.6.1.3: the P_Key must match the QP's partition; full
+		// and limited members of the default partition are accepted.
+		e.drop(c, ctrDropForeign)
+		return
+	}
+	if p.Info.Response {
+		c.req.input(&p, now)
+	} else {
+		c.resp.input(&p, now)
+	}
+}
+
+// drop counts a dropped packet on the device and, when it names one, on
+// the QP.
+func (e *engine) drop(c *qpConn, k counter) {
+	e.dev.inc(k)
+	if c != nil {
+		c.ctr.inc(k)
+	}
+}
+
+// icrcOK verifies the ICRC as the device's policy says.
+func (e *engine) icrcOK(src netip.AddrPort, pkt []byte) bool {
+	switch e.cfg.ICRC {
+	case ICRCIgnore:
+		return true
+	case ICRCIgnoreIPv4:
+		if src.Addr().Is4() {
+			return true
+		}
+	}
+	return e.rxCRC.verify(src, pkt)
+}

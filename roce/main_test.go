@@ -1,0 +1,21 @@
+package roce_test
+
+import (
+	"testing"
+
+	"goverbs/internal/conformance"
+	"goverbs/internal/leakcheck"
+	"goverbs/roce"
+	"goverbs/verbs"
+)
+
+func TestMain(m *testing.M) {
+	open := func() (*verbs.Device, string, error) {
+		d, err := verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
+		return d, "127.0.0.1:0", err
+	}
+	maybeServeBenchPeer()
+	conformance.MaybeServePeer(open)
+	maybeServeRPCPeer(open)
+	leakcheck.Main(m)
+}

@@ -1,0 +1,166 @@
+package roce
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// Flags an Endpoint call leaves for the engine (qpConn.pending).
+const (
+	flagSend uint32 = 1 << iota // send WQEs may be taken
+	flagErr                     // the QP entered ERR
+)
+
+// qpConn is the link's side of one connected QP: the soft.Endpoint the
+// device talks to, and the engine's state of the QP's requester and
+// responder. Everything but pending and ctr is guarded by the engine's
+// turn (e.mu).
+type qpConn struct {
+	e       *engine
+	qp      *soft.QP
+	qpn     uint32
+	dest    uint32 // the peer QP's number
+	peer    netip.AddrPort
+	anyPort bool // accept the peer's packets from any source port
+	gso     bool // the peer is a goverbs device: GSO is safe
+	mtu     int
+
+	req  requester
+	resp responder
+	ctr  counters
+
+	attached bool // in e.qps
+	active   bool // in e.active
+	errored  bool // the QP entered ERR: take no more work
+
+	pending atomic.Uint32
+	cm      *cmConn // the side channel; nil for a manual connection
+}
+
+// Compile-time checks.
+var (
+	_ soft.Endpoint          = (*qpConn)(nil)
+	_ provider.CounterSource = (*qpConn)(nil)
+)
+
+// qpParams are what a QP needs before it is attached.
+type qpParams struct {
+	dest    uint32
+	peer    netip.AddrPort
+	rqPSN   uint32
+	mtu     provider.MTU
+	ird     uint8
+	gso     bool
+	anyPort bool
+}
+
+func newQPConn(e *engine, qp *soft.QP, p qpParams) *qpConn {
+	c := &qpConn{
+		e: e, qp: qp, qpn: qp.QPN(), dest: p.dest, peer: p.peer, anyPort: p.anyPort,
+		gso: p.gso, mtu: int(p.mtu),
+	}
+	c.req.init(c)
+	c.resp.init(c, p.rqPSN, int(p.ird))
+	return c
+}
+
+// attach makes the engine deliver the QP's packets.
+func (c *qpConn) attach() error { return c.e.attach(c) }
+
+// SendReady implements soft.Endpoint.
+func (c *qpConn) SendReady() { c.e.post(c, flagSend) }
+
+// RecvReady implements soft.Endpoint. A receive posted here does not
+// shorten the peer's RNR wait: the peer's requester retries on its timer,
+// as IBA defines (there is no "receiver ready" message).
+func (c *qpConn) RecvReady() {}
+
+// Errored implements soft.Endpoint.
+func (c *qpConn) Errored() { c.e.post(c, flagErr) }
+
+// Disconnect implements soft.Endpoint: the side channel tells the peer,
+// whose QP then moves to ERR, as an rdma_cm DREQ would.
+func (c *qpConn) Disconnect() {
+	if c.cm != nil {
+		c.cm.disconnect()
+	}
+}
+
+// Detach implements soft.Endpoint: it takes the turn, so it returns once
+// the engine no longer touches the QP, its WQEs or their memory. The soft
+// device never calls it from a completion, so it cannot hold the turn
+// already.
+func (c *qpConn) Detach() {
+	if c.cm != nil {
+		c.cm.close()
+	}
+	c.e.mu.Lock()
+	c.release()
+	c.e.mu.Unlock()
+	c.e.kick() // work queued while we held the turn's lock
+}
+
+// Counters implements provider.CounterSource.
+func (c *qpConn) Counters() []provider.Counter { return c.ctr.listQP() }
+
+// fromPeer reports whether a packet from src belongs to the connection.
+func (c *qpConn) fromPeer(src netip.AddrPort) bool {
+	if c.anyPort {
+		return src.Addr() == c.peer.Addr()
+	}
+	return src == c.peer
+}
+
+// handle applies the flags Endpoint calls left.
+// Precondition: e.mu is held.
+func (c *qpConn) handle(f uint32, now time.Time) {
+	if !c.attached {
+		return
+	}
+	if f&flagErr != 0 && !c.errored {
+		c.errored = true
+		c.req.flush()
+		c.resp.abort()
+		c.e.activate(c) // queued ACKs and NAKs still go out
+	}
+	if f&flagSend != 0 && !c.errored {
+		c.req.ready(now)
+		c.e.activate(c)
+	}
+}
+
+// release forgets the QP: it is being reset or destroyed, and the soft
+// device discards its WQEs without completions.
+// Precondition: e.mu is held.
+func (c *qpConn) release() {
+	if c.attached {
+		c.attached = false
+		delete(c.e.qps, c.qpn)
+		c.resp.msg = inMessage{} // the soft device discards the receive
+		c.resp.out.dropReads()
+	}
+}
+
+// transmit sends up to quota packets, responses first (they free the
+// peer's window), and reports whether more are waiting.
+func (c *qpConn) transmit(tx *txBatch, now time.Time, quota int) bool {
+	n, more := c.resp.transmit(tx, quota)
+	if c.errored {
+		return more
+	}
+	return c.req.transmit(tx, now, quota-n) || more
+}
+
+// deadline is the QP's next timer, zero if none.
+func (c *qpConn) deadline() time.Time { return c.req.deadline() }
+
+// onTimer runs the QP's due timers.
+func (c *qpConn) onTimer(now time.Time) {
+	if !c.errored {
+		c.req.onTimer(now)
+	}
+}

@@ -1,0 +1,234 @@
+package roce
+
+import (
+	"goverbs/internal/wire/ib"
+	"goverbs/provider"
+	"goverbs/soft"
+)
+
+// respKind is the kind of a queued response.
+type respKind uint8
+
+const (
+	respAck      respKind = iota // ACKNOWLEDGE: ACK, RNR NAK or NAK
+	respAtomic                   // ATOMIC ACKNOWLEDGE
+	respReadResp                 // zero-length READ RESPONSE ONLY
+	respRead                     // the responses of a READ
+)
+
+// respItem is one queued response. A READ item produces its packets a
+// quota at a time, reading the memory as it sends.
+type respItem struct {
+	kind  respKind
+	psn   ib.PSN
+	syn   ib.Syndrome
+	orig  uint64
+	rkey  uint32
+	va    uint64
+	n     uint64
+	npkts int
+	sent  int
+	end   ib.PSN // a READ's last PSN: identifies the READ a replay restarts
+}
+
+// respQueue is the responder's output, in the order the responses must go
+// out: an ACK never overtakes the READ responses before it, or the
+// requester would take the READ for lost (an implied NAK).
+type respQueue struct {
+	items []respItem
+	head  int
+}
+
+// maxQueued bounds the queue against a peer that repeats requests faster
+// than they are answered; beyond it duplicates are not answered.
+const maxQueued = 4096
+
+func (q *respQueue) init()      { q.items = make([]respItem, 0, 64) }
+func (q *respQueue) len() int   { return len(q.items) - q.head }
+func (q *respQueue) full() bool { return q.len() >= maxQueued }
+
+func (q *respQueue) push(it respItem) {
+	if q.head > 0 && q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	q.items = append(q.items, it)
+}
+
+func (q *respQueue) tail() *respItem {
+	if q.len() == 0 {
+		return nil
+	}
+	return &q.items[len(q.items)-1]
+}
+
+func (q *respQueue) pop() {
+	q.items[q.head] = respItem{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+}
+
+// dropReads removes the READ responses not yet sent.
+func (q *respQueue) dropReads() {
+	keep := q.items[:0]
+	for _, it := range q.items[q.head:] {
+		if it.kind != respRead {
+			keep = append(keep, it)
+		}
+	}
+	clear(q.items[len(keep):])
+	q.items, q.head = keep, 0
+}
+
+// queueACK acknowledges every request up to psn. ACKs are cumulative
+// (IBA 9.7.5.1.1), so one that directly follows another replaces it: a
+// batch of AckReq packets gets one ACK, which rxe does not do but any
+// requester accepts.
+func (s *responder) queueACK(psn ib.PSN) {
+	if t := s.out.tail(); t != nil && t.kind == respAck && t.syn == ib.SyndromeACK {
+		if psn.Diff(t.psn) > 0 {
+			t.psn = psn
+		}
+		return
+	}
+	if s.out.full() {
+		return
+	}
+	s.out.push(respItem{kind: respAck, psn: psn, syn: ib.SyndromeACK})
+	s.c.e.activate(s.c)
+}
+
+// queueNAK queues a NAK for psn.
+func (s *responder) queueNAK(code ib.NAKCode, psn ib.PSN) {
+	s.out.push(respItem{kind: respAck, psn: psn, syn: ib.NAKSyndrome(code)})
+	s.c.ctr.inc(nakSentCounter(code))
+	s.c.e.activate(s.c)
+}
+
+// queueReadResp queues the zero-length READ response that answers a FLUSH
+// or an ATOMIC WRITE.
+func (s *responder) queueReadResp(psn ib.PSN) {
+	if s.out.full() {
+		return
+	}
+	s.out.push(respItem{kind: respReadResp, psn: psn})
+	s.c.e.activate(s.c)
+}
+
+// queueRead queues the responses to a READ of n bytes at (rkey, va) from
+// psn on. A replay of a READ still being answered restarts it there.
+func (s *responder) queueRead(psn ib.PSN, rkey uint32, va, n uint64) {
+	it := respItem{kind: respRead, psn: psn, rkey: rkey, va: va, n: n, npkts: packets(n, s.mtu)}
+	it.end = psn.Add(it.npkts - 1)
+	for i := s.out.head; i < len(s.out.items); i++ {
+		if o := &s.out.items[i]; o.kind == respRead && o.end == it.end {
+			*o = it
+			return
+		}
+	}
+	if s.out.full() {
+		return
+	}
+	s.out.push(it)
+	s.c.e.activate(s.c)
+}
+
+// transmit sends up to quota queued responses; it returns how many packets
+// it sent and whether more wait.
+func (s *responder) transmit(tx *txBatch, quota int) (int, bool) {
+	sent := 0
+	for s.out.len() > 0 && sent < quota {
+		it := &s.out.items[s.out.head]
+		switch it.kind {
+		case respAck:
+			s.emitAck(tx, it)
+		case respAtomic:
+			s.emitAtomicAck(tx, it)
+		case respReadResp:
+			s.emitReadResponse(tx, it.psn, ib.OpReadResponseOnly, soft.Target{})
+		case respRead:
+			sent += s.emitReads(tx, it, quota-sent)
+			if it.sent < it.npkts {
+				return sent, true
+			}
+			s.out.pop()
+			continue
+		}
+		s.out.pop()
+		sent++
+	}
+	return sent, s.out.len() > 0
+}
+
+// emitAck sends an ACKNOWLEDGE (IBA 9.3.2: AETH with the syndrome and MSN).
+func (s *responder) emitAck(tx *txBatch, it *respItem) {
+	sl := tx.slot()
+	ib.AETH(sl.hdr[ib.BTHLen:]).Encode(&ib.AETHFields{Syndrome: it.syn, MSN: s.msn})
+	s.c.putBTH(sl.hdr[:], ib.OpAck, it.psn, 0, false, false)
+	tx.commit(s.c.peer, s.c.gso, ib.BTHLen+ib.AETHLen, nil, 0, 0)
+	s.c.ctr.inc(ctrTxPackets)
+	if it.syn == ib.SyndromeACK {
+		s.c.ctr.inc(ctrAcksSent)
+	}
+}
+
+// emitAtomicAck sends an ATOMIC ACKNOWLEDGE with the original value.
+func (s *responder) emitAtomicAck(tx *txBatch, it *respItem) {
+	sl := tx.slot()
+	ib.AETH(sl.hdr[ib.BTHLen:]).Encode(&ib.AETHFields{Syndrome: ib.SyndromeACK, MSN: s.msn})
+	ib.AtomicAckETH(sl.hdr[ib.BTHLen+ib.AETHLen:]).SetOrigData(it.orig)
+	s.c.putBTH(sl.hdr[:], ib.OpAtomicAck, it.psn, 0, false, false)
+	tx.commit(s.c.peer, s.c.gso, ib.BTHLen+ib.AETHLen+ib.AtomicAckETHLen, nil, 0, 0)
+	s.c.ctr.inc(ctrTxPackets)
+}
+
+// emitReads sends up to quota responses of a READ, each read from the
+// target memory through its own access check: a region deregistered in
+// the middle ends the READ with a NAK instead of a read of freed memory.
+func (s *responder) emitReads(tx *txBatch, it *respItem, quota int) int {
+	sent := 0
+	for it.sent < it.npkts && sent < quota {
+		k := it.sent
+		off := uint64(k) * uint64(s.mtu)
+		n := min(uint64(s.mtu), it.n-min(off, it.n))
+		t, f := s.c.qp.Access(it.rkey, it.va+off, n, provider.AccessRemoteRead)
+		if f != soft.FaultNone {
+			it.sent = it.npkts
+			s.accessFault(it.psn.Add(k), f)
+			return sent
+		}
+		s.emitReadResponse(tx, it.psn.Add(k), readOpcode(k, it.npkts), t)
+		it.sent++
+		sent++
+	}
+	return sent
+}
+
+// readOpcode is the opcode of response k of n.
+func readOpcode(k, n int) ib.Opcode {
+	switch {
+	case n == 1:
+		return ib.OpReadResponseOnly
+	case k == 0:
+		return ib.OpReadResponseFirst
+	case k == n-1:
+		return ib.OpReadResponseLast
+	}
+	return ib.OpReadResponseMiddle
+}
+
+// emitReadResponse sends one READ response carrying t's bytes; FIRST, LAST
+// and ONLY carry an AETH (IBA 9.2 opcode table).
+func (s *responder) emitReadResponse(tx *txBatch, psn ib.PSN, op ib.Opcode, t soft.Target) {
+	sl := tx.slot()
+	hl := ib.BTHLen
+	if op != ib.OpReadResponseMiddle {
+		ib.AETH(sl.hdr[hl:]).Encode(&ib.AETHFields{Syndrome: ib.SyndromeACK, MSN: s.msn})
+		hl += ib.AETHLen
+	}
+	s.c.putBTH(sl.hdr[:], op, psn, len(t.Buf), false, false)
+	tx.commitTarget(s.c.peer, s.c.gso, hl, t)
+	s.c.ctr.inc(ctrTxPackets)
+	s.c.ctr.add(ctrTxBytes, uint64(len(t.Buf)))
+}
