@@ -78,10 +78,12 @@ func TestConformancePlain(t *testing.T) {
 
 // TestConformanceCrossProcess runs it with the peer in a child process.
 func TestConformanceCrossProcess(t *testing.T) {
-	pool := newPeerPool(t)
+	if testing.Short() {
+		t.Skip("cross-process run skipped in -short mode")
+	}
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		a := openDevice(t, roce.Options{})
-		peer := pool.get(t)
+		peer := conformance.HookPeer(conformance.StartRemotePeer(t), roce.RaceSync)
 		t.Cleanup(func() { peer.Close(); a.Close() })
 		return &conformance.Env{A: a, B: peer}
 	})

@@ -7,3 +7,12 @@ var (
 	RaceAcquireSent = raceAcquireSent
 	RaceReleaseAll  = raceReleaseAll
 )
+
+// RaceSync orders a cross-process conformance call with the datagrams on
+// either side of it, for the race detector: what this process received
+// before the call, and what it sends after. conformance.WithCallHook and
+// HookPeer run it around every call.
+func RaceSync() {
+	raceAcquireSent()
+	raceReleaseAll()
+}

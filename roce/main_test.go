@@ -15,7 +15,6 @@ func TestMain(m *testing.M) {
 		return d, "127.0.0.1:0", err
 	}
 	maybeServeBenchPeer()
-	conformance.MaybeServePeer(open)
-	maybeServeRPCPeer(open)
+	conformance.MaybeServePeer(open, conformance.WithCallHook(roce.RaceSync))
 	leakcheck.Main(m)
 }

@@ -20,6 +20,7 @@ import (
 var (
 	raceSyncs sync.Map // netip.AddrPort -> *byte
 	raceSent  byte     // every send also releases here
+	raceAll   byte     // raceReleaseAll also releases here, for addresses not seen yet
 )
 
 func raceSync(a netip.AddrPort) unsafe.Pointer {
@@ -43,6 +44,7 @@ func raceAcquireSent() { runtime.RaceAcquire(unsafe.Pointer(&raceSent)) }
 // raceReleaseAll orders what the caller did before every datagram any
 // device receives next, as a send to each would.
 func raceReleaseAll() {
+	runtime.RaceReleaseMerge(unsafe.Pointer(&raceAll))
 	raceSyncs.Range(func(_, v any) bool {
 		runtime.RaceReleaseMerge(unsafe.Pointer(v.(*byte)))
 		return true
@@ -50,4 +52,7 @@ func raceReleaseAll() {
 }
 
 // raceRecv is called after datagrams arrived at local.
-func raceRecv(local netip.AddrPort) { runtime.RaceAcquire(raceSync(local)) }
+func raceRecv(local netip.AddrPort) {
+	runtime.RaceAcquire(raceSync(local))
+	runtime.RaceAcquire(unsafe.Pointer(&raceAll))
+}
