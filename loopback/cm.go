@@ -137,8 +137,8 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if st := qp.State(); st != provider.StateReset && st != provider.StateInit {
-		return provider.ConnInfo{}, fmt.Errorf("%w: a QP must be in RESET or INIT to connect, not %v", provider.ErrInvalidState, st)
+	if err := qp.CheckConnectable(); err != nil {
+		return provider.ConnInfo{}, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -183,8 +183,8 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if st := q.State(); st != provider.StateReset && st != provider.StateInit {
-		return provider.ConnInfo{}, fmt.Errorf("%w: a QP must be in RESET or INIT to connect, not %v", provider.ErrInvalidState, st)
+	if err := q.CheckConnectable(); err != nil {
+		return provider.ConnInfo{}, err
 	}
 	if err := r.claim(); err != nil {
 		return provider.ConnInfo{}, err

@@ -6,6 +6,16 @@ import (
 	"goverbs/provider"
 )
 
+// CheckConnectable reports whether the QP may start a connection: it must
+// be in RESET or INIT. A connection manager checks it before any exchange
+// with the peer; Establish checks again, atomically, at the end.
+func (qp *QP) CheckConnectable() error {
+	if st := qp.State(); st != provider.StateReset && st != provider.StateInit {
+		return fmt.Errorf("%w: a QP must be in RESET or INIT to connect, not %v", provider.ErrInvalidState, st)
+	}
+	return nil
+}
+
 // Establish moves a QP in RESET or INIT to RTS with the attributes a
 // connection manager negotiated, and attaches ep. It is how Listen/Dial
 // finish a connection.
