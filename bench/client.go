@@ -89,12 +89,14 @@ func startClient(ctx context.Context, cfg *Config, t Transport, opt Options) (*c
 }
 
 // autoWait chooses how a run without --poll or --events waits: by busy
-// polling, unless the goroutines that spin would outnumber the CPUs. Each
-// side spins on its CQ, and a transport with engines spins on its sockets
-// too (Transport.Engines); both sides count when they share the host. More
-// spinners than CPUs leave the Go and OS schedulers to time-slice them, and
-// Go polls the network only every 10 ms when no processor idles: messages
-// would wait milliseconds, which would measure the scheduler, not RDMA.
+// polling, unless the goroutines that spin, with the threads of other
+// processes already running, would outnumber the CPUs. Each side spins on
+// its CQ, and a transport with engines spins on its sockets too
+// (Transport.Engines); both sides count when they share the host. More
+// spinners than free CPUs leave the Go and OS schedulers to time-slice
+// them, and Go polls the network only every 10 ms when no processor idles:
+// messages would wait milliseconds, which would measure the scheduler, not
+// RDMA.
 func (cl *client) autoWait(connect string) {
 	if cl.cfg.Poll || cl.cfg.Events {
 		return
@@ -104,7 +106,8 @@ func (cl *client) autoWait(connect string) {
 		sides = 1
 	}
 	cl.spinners = sides * (1 + cl.t.Engines)
-	if cl.spinners > runtime.NumCPU() {
+	cl.othersRunning = otherRunning()
+	if cl.spinners+cl.othersRunning > runtime.NumCPU() {
 		cl.cfg.Events, cl.autoEvents = true, true
 	}
 }
@@ -137,13 +140,14 @@ type client struct {
 	inproc *inProcess // nil across processes
 	// autoEvents: the run waits on CQs because busy polling would need
 	// spinners goroutines, more than the CPUs (autoWait).
-	autoEvents bool
-	spinners   int
-	samePID    bool
-	placement  string
-	dataPath   provider.DataPath // of the transport's devices, once one is open
-	host       string            // our IP address on the control connection
-	sessions   atomic.Int64
+	autoEvents    bool
+	spinners      int
+	othersRunning int // threads of other processes running when the run began
+	samePID       bool
+	placement     string
+	dataPath      provider.DataPath // of the transport's devices, once one is open
+	host          string            // our IP address on the control connection
+	sessions      atomic.Int64
 }
 
 func (cl *client) hello(ctx context.Context) error {

@@ -88,7 +88,11 @@ func (cl *client) method(t Test) string {
 	poll := "busy-polls the CQ"
 	switch {
 	case cl.autoEvents:
-		poll = fmt.Sprintf("waits on the CQ: busy polling would spin %d goroutines on %d CPUs (--poll forces it)", cl.spinners, runtime.NumCPU())
+		poll = fmt.Sprintf("waits on the CQ: busy polling would spin %d goroutines on %d CPUs", cl.spinners, runtime.NumCPU())
+		if cl.othersRunning > 0 {
+			poll += fmt.Sprintf(" with %d thread(s) of other processes running", cl.othersRunning)
+		}
+		poll += " (--poll forces it)"
 	case cl.cfg.Events:
 		poll = "waits on the CQ (--events)"
 	case cl.t.Engines > 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -148,5 +149,18 @@ func TestMeasure(t *testing.T) {
 	m.merge(&measurement{Msgs: 5, Elapsed: 500, Series: [][]int64{{1, 2}}})
 	if m.Msgs != 20 || m.Elapsed != 500 || m.recorder(0, 0).Len() != 2 || m.recorder(3, 0).Len() != 0 {
 		t.Errorf("merge: %+v", m)
+	}
+}
+
+func TestProcsRunning(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat")
+	}
+	n, ok := procsRunning()
+	if !ok || n < 1 {
+		t.Errorf("procs_running %d, %v: want at least this thread", n, ok)
+	}
+	if o := otherRunning(); o < 0 {
+		t.Errorf("otherRunning %d", o)
 	}
 }

@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"time"
+)
+
+// otherRunning estimates how many threads of other processes keep CPUs
+// busy: the fewest runnable threads that /proc/stat reports over a few
+// samples 10 ms apart, less the one reading it. A busy-polling run needs
+// CPUs those threads do not hold; spinning beside them leaves the OS to
+// time-slice a spinner holding a transport's lock against them, which
+// costs milliseconds. It returns 0 where /proc/stat is not available.
+func otherRunning() int {
+	least := -1
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		n, ok := procsRunning()
+		if !ok {
+			return 0
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	return max(least-1, 0)
+}
+
+// procsRunning reads procs_running from /proc/stat.
+func procsRunning() (int, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	const key = "\nprocs_running "
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	rest := b[i+len(key):]
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[:j]
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(rest)))
+	return n, err == nil
+}
