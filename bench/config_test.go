@@ -159,6 +159,14 @@ func TestParams(t *testing.T) {
 	if _, err := newParams(&Config{Inline: 65}, lat, testCaps()); !errors.As(err, &ce) {
 		t.Errorf("inline beyond the device: %v", err)
 	}
+	small := testCaps()
+	small.MaxQPWR = 256 // libfabric's tcp provider
+	if p, err = newParams(&Config{}, bw, small); err != nil || p.RxDepth != 256-reserveRecv || p.TxDepth != 128 {
+		t.Errorf("defaults on a 256-WR queue: %+v, %v: want them to fit", p, err)
+	}
+	if _, err := newParams(&Config{RxDepth: 512}, bw, small); !errors.As(err, &ce) {
+		t.Errorf("--rx-depth 512 on a 256-WR queue: %v, want a ConfigError", err)
+	}
 	var ue *UnsupportedError
 	atomic, _ := LookupTest("atomic-lat")
 	if _, err := newParams(&Config{}, atomic, testCaps()); !errors.As(err, &ue) || ue.Op != verbs.OpFetchAdd {

@@ -54,11 +54,14 @@ func newParams(cfg *Config, t Test, caps verbs.Caps) (params, error) {
 		p.MaxSize = max(p.MaxSize, s)
 	}
 	lat := t.Kind == Latency
+	// Defaults fit the device's queues (libfabric's tcp provider queues
+	// 256 WRs); depths the user asked for are checked against them below.
+	limit := int(caps.MaxQPWR)
 	if p.TxDepth == 0 {
-		p.TxDepth = pick(lat, 1, 128)
+		p.TxDepth = min(pick(lat, 1, 128), limit-reserveSend)
 	}
 	if p.RxDepth == 0 {
-		p.RxDepth = pick(lat, 16, 512)
+		p.RxDepth = min(pick(lat, 16, 512), limit-reserveRecv)
 	}
 	if p.CQMod == 0 {
 		p.CQMod = pick(lat, 1, 100)
@@ -88,7 +91,6 @@ func newParams(cfg *Config, t Test, caps verbs.Caps) (params, error) {
 		}
 	}
 	p.CQMod = min(p.CQMod, p.TxDepth)
-	limit := int(caps.MaxQPWR)
 	if p.TxDepth+reserveSend > limit || p.RxDepth+reserveRecv > limit {
 		return p, &ConfigError{Field: "tx-depth", Msg: fmt.Sprintf("%s queues at most %d work requests per QP", caps.Name, limit)}
 	}
