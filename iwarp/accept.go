@@ -13,7 +13,8 @@ import (
 // Accept connects qp to the initiator: the IRD/ORD and extensions are
 // negotiated, qp moves to RTS, and the MPA Reply goes out. The responder
 // sends its first FPDU only after the initiator's first (its RTR when it
-// asked for one), as RFC 5044 §7.1.1 requires.
+// asked for one), as RFC 5044 §7.1.1 requires, unless WaitForInitiator is
+// off.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	l := r.lis.link
 	q, err := l.ownQP(qp)

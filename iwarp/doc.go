@@ -157,6 +157,14 @@
 // they work between goverbs peers. CapabilityBlock(false) leaves the blocks
 // out, for siw peers whose applications would see them as private data.
 //
+// Where siw departs from the RFCs, goverbs follows siw when asked
+// (docs/interop.md): as a responder siw sends FPDUs right after its MPA
+// Reply instead of waiting for the initiator's first (RFC 5044 §7.1.1), and
+// perftest's ib_write_lat -R depends on it; WaitForInitiator(false) does
+// the same. As an initiator siw drops a connection when FPDU bytes follow
+// the Reply in the same read, so a goverbs responder that waits (the
+// default) is the safe one with siw initiators.
+//
 // # Concurrency and ownership
 //
 // Registered memory named by a WR belongs to the engine from PostSend to

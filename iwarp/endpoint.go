@@ -103,7 +103,7 @@ func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
 	}
 	e.raw = newRawSock(p.conn, cfg.busyPoll)
 	e.maxULPDU = ulpduLimit(cfg.fpduSize, pathMSS(p.conn))
-	e.gateOpen.Store(p.initiator)
+	e.gateOpen.Store(p.initiator || cfg.eagerResponder) // see WaitForInitiator
 	depth := int(qp.Attr().Cap.MaxSendWR)
 	e.fl.init(depth, p.ord)
 	e.rq.init(p.ird)

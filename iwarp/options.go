@@ -42,6 +42,7 @@ type config struct {
 	dialTimeout     time.Duration
 	capsBlock       bool
 	localCompletion bool
+	eagerResponder  bool
 	wrap            func(net.Conn) net.Conn
 	onRefused       func(remote string, err error)
 	features        iw.Features
@@ -137,6 +138,21 @@ func CapabilityBlock(on bool) Option { return func(c *config) { c.capsBlock = on
 // successfully. Use it to save the confirmation traffic when the
 // application has its own acknowledgements.
 func LocalCompletion(on bool) Option { return func(c *config) { c.localCompletion = on } }
+
+// WaitForInitiator controls RFC 5044 §7.1.1's rule that a responder sends
+// no FPDU until the initiator's first one has arrived (its RTR when it
+// asked for one). It is on by default. Linux siw, as a responder, does not
+// wait: it may send as soon as it has sent the MPA Reply, and applications
+// built on it rely on that — perftest's ib_write_lat -R server WRITEs
+// first on a data connection whose initiator sends nothing until it has
+// that WRITE, so a waiting responder and a siw initiator would wait for
+// each other. WaitForInitiator(false) lets the responder send as soon as
+// the application posts, as siw does. The application must then not post
+// before the initiator has finished its MPA exchange: siw as an initiator
+// drops a connection whose first FPDU it reads together with the Reply.
+// perftest's protocol guarantees this (several round trips on its other
+// connection come first); a goverbs initiator does not care.
+func WaitForInitiator(on bool) Option { return func(c *config) { c.eagerResponder = !on } }
 
 // WrapConn installs a function that wraps every TCP connection after it is
 // established and before MPA starts, for capture and fault injection. The
