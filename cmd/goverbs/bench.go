@@ -17,6 +17,9 @@ import (
 // benchCmd is goverbs bench: a run in one process, the client of a
 // two-process run (--connect), or its server (--listen).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if isPerftest(args) {
+		return perftestCmd(ctx, args, stdout, stderr) // a peer of perftest: its own flags
+	}
 	f, err := parseBench(args, stdout, stderr)
 	if err != nil {
 		return err

@@ -80,6 +80,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchCmd(ctx, rest, stdout, stderr)
 	case "info":
 		return infoCmd(rest, stdout, stderr)
+	case "rping", "pingpong":
+		return interopCmd(ctx, cmd, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return helpCmd(rest, stdout)
 	default:
@@ -94,6 +96,8 @@ Usage:
   goverbs bench [flags]           latency, bandwidth, registration and setup, beside TCP
   goverbs bench project [flags]   what a faster transfer buys a step (Amdahl)
   goverbs info [flags]            transports and devices: capabilities, software or hardware
+  goverbs rping [flags]           rping's protocol over iWARP: a peer of rping on Linux siw
+  goverbs pingpong [flags]        ibv_rc_pingpong's protocol over RoCEv2: a peer of it on rxe
   goverbs help [command]          this text, or a command's flags
 
 Start with: goverbs bench
@@ -110,6 +114,8 @@ func helpCmd(args []string, stdout io.Writer) error {
 		printProjectUsage(stdout)
 	case "info":
 		printInfoUsage(stdout)
+	case "rping", "pingpong":
+		return interopHelp(args[0], stdout)
 	default:
 		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
 	}

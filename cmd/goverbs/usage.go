@@ -98,11 +98,15 @@ Flags:
 	printFlags(w, fs)
 }
 
-// printFlags lists a flag set as --name VALUE, one per line with its help.
+// printFlags lists a flag set as --name VALUE (-x VALUE for the one-letter
+// flags borrowed from rping and perftest), one per line with its help.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name
+		}
 		if name != "" {
 			line += " " + name
 		}

@@ -49,10 +49,19 @@ var rules = map[string][]string{
 	"bench": {"provider", "verbs", "mem", "bench/stats", "bench/report",
 		"loopback", "iwarp", "roce", "shm", "fabric", "golang.org/x/sys"},
 
+	// Peers of the kernel's tools speak their protocols over any device
+	// they are handed; the command picks the transport.
+	"interop":                   {},
+	"interop/internal/endpoint": {"verbs"},
+	"interop/rping":             {"verbs", "interop/internal/endpoint"},
+	"interop/pingpong":          {"verbs", "interop/internal/endpoint"},
+	"interop/perftest":          {"verbs", "bench/stats", "interop/internal/endpoint"},
+
 	// Test kits and commands.
 	"internal/conformance": {"provider", "verbs", "mem"},
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
-		"loopback", "iwarp", "roce", "shm", "fabric", "golang.org/x/sys"},
+		"loopback", "iwarp", "roce", "shm", "fabric",
+		"interop/rping", "interop/pingpong", "interop/perftest", "golang.org/x/sys"},
 }
 
 // imports returns the imports of the non-test Go files in dir, whatever

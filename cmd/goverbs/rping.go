@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"goverbs/interop/rping"
+	"goverbs/verbs"
+)
+
+const rpingUsage = `Usage: goverbs rping -c -a SERVER [flags]     client, against rping -s
+       goverbs rping -s [-a ADDR] [flags]        server, for rping -c
+
+Speaks rdma-core's rping protocol over goverbs' iWARP transport, so that a
+goverbs program and rping on Linux siw are each other's peer: per ping the
+client advertises a buffer holding rping's pattern, the server RDMA READs
+it, then WRITEs it back into a second buffer the client advertises. Every
+byte is validated, on both sides (rping -V checks only on the client).
+The flags are rping's where rping has them.
+
+Flags:
+`
+
+// rpingFlags are goverbs rping's flags.
+type rpingFlags struct {
+	fs             *flag.FlagSet
+	client, server bool
+	addr           string
+	port           int
+	cfg            rping.Config
+	verbose        bool
+	timeout        time.Duration
+	dev            iwarpFlags
+}
+
+func newRpingFlags() *rpingFlags {
+	f := &rpingFlags{fs: flag.NewFlagSet("rping", flag.ContinueOnError)}
+	fs := f.fs
+	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
+	fs.BoolVar(&f.server, "s", false, "server: listen on -a (default all addresses)")
+	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the one to listen on (server)")
+	fs.IntVar(&f.port, "p", rping.Port, "TCP `port`")
+	fs.IntVar(&f.cfg.Size, "S", rping.DefaultSize, fmt.Sprintf("buffer `size`, %d to %d; the same on both sides", rping.MinSize, rping.MaxSize))
+	fs.IntVar(&f.cfg.Count, "C", 0, "`pings` (client: then disconnect; 0 forever. server: fail unless exactly this many were served)")
+	fs.BoolVar(&f.verbose, "v", false, "print the ping data, as rping -v")
+	fs.BoolVar(new(bool), "V", true, "validate the data (always on; accepted for rping's command lines)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "fail if the run takes longer than this `duration` (0: no limit)")
+	// Local completion by default: siw completes locally too, and remote
+	// completion probes with zero-length READs, which siw 6.1 may answer
+	// with stale data (docs/interop.md §1.9).
+	f.dev.register(fs, true)
+	return f
+}
+
+func printRpingUsage(w io.Writer) {
+	fmt.Fprint(w, rpingUsage)
+	printFlags(w, newRpingFlags().fs)
+}
+
+// rpingCmd is goverbs rping.
+func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stderr = &lockedWriter{w: stderr} // watchEvents writes too
+	f := newRpingFlags()
+	if err := parse(f.fs, "rping", args, printRpingUsage, stdout, stderr); err != nil {
+		return err
+	}
+	if f.client == f.server {
+		return &UsageError{Cmd: "rping", Err: errors.New("give exactly one of -c and -s")}
+	}
+	if f.client && f.addr == "" {
+		return &UsageError{Cmd: "rping", Err: errors.New("the client needs -a SERVER")}
+	}
+	if f.verbose {
+		f.cfg.Verbose = stdout
+	}
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	dev, err := f.dev.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer watchEvents(dev, stderr)()
+	defer dev.Close()
+	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
+	var res rping.Result
+	role := "client"
+	if f.client {
+		res, err = rping.Client(ctx, dev, addr, f.cfg)
+	} else {
+		role = "server"
+		res, err = rpingServe(ctx, dev, addr, f.cfg, stderr)
+	}
+	fmt.Fprintf(stdout, "goverbs rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
+	return err
+}
+
+// rpingServe listens on addr and serves one client, as rping -s does.
+func rpingServe(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Config, stderr io.Writer) (rping.Result, error) {
+	ln, err := dev.Listen(addr)
+	if err != nil {
+		return rping.Result{}, err
+	}
+	defer ln.Close()
+	fmt.Fprintf(stderr, "goverbs rping: listening on %s\n", ln.Addr())
+	req, err := ln.Accept(ctx)
+	if err != nil {
+		return rping.Result{}, err
+	}
+	return rping.Serve(ctx, dev, req, cfg)
+}

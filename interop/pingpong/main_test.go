@@ -1,0 +1,9 @@
+package pingpong
+
+import (
+	"testing"
+
+	"goverbs/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
