@@ -1,0 +1,211 @@
+#!/bin/bash
+# scripts/interop/guest.sh - the interop matrix, run inside the RDMA lab
+# guest by scripts/interop.sh (see there). goverbs runs in the peer network
+# namespace; the kernel's tools run on siw0 and rxe0 in the main one.
+#
+# Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
+# LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
+# space-separated subset of "rping pingpong perftest-siw perftest-rxe bench
+# capture"), QUICK=1 (fewer iterations).
+#
+# Output: one line per matrix entry on stdout, tab-separated:
+#   ROW pair direction operation size iterations result seconds check
+# and, for the benchmark phase, BENCH lines. $LAB_OUT gets the logs of every
+# failed entry, the benchmark outputs and the captures.
+set -u
+G=/lab/goverbs
+# The full path: the guest's timeout is BusyBox's, which would run its own
+# "ip" applet (no netns support) for a bare "ip".
+NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
+S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
+OUT=${LAB_OUT:-/lab/out}
+PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture}
+QUICK=${QUICK:-0}
+T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
+[ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
+fails=0
+KEEP=          # a directory: keep every entry's logs there
+mkdir -p "$OUT/logs"
+export GOMAXPROCS=${GOMAXPROCS:-2}
+
+now() { cut -d' ' -f1 /proc/uptime; }
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# waitfor FILE TEXT: until a goverbs server says it listens (up to 20 s).
+waitfor() {
+    local i=0
+    while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+}
+
+# listening PORT: until a TCP socket of the main namespace listens on PORT
+# (the kernel's tools, siw's own listeners included), up to 20 s.
+listening() {
+    local hex i=0
+    hex=$(printf ':%04X' "$1")
+    until awk -v p="$hex" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null || [ $i -ge 200 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+}
+
+# entry PAIR DIR OP SIZE ITERS CHECK READY -- SERVER... -- CLIENT...
+# Starts the server, waits until it is ready (READY: "port:N" for the
+# kernel's tools, which listen on TCP port N, or the text a goverbs server
+# prints), runs the client, and records PASS when both exit 0.
+entry() {
+    local pair=$1 dir=$2 op=$3 size=$4 iters=$5 check=$6 ready=$7; shift 8
+    local srv=() cli=()
+    while [ "$1" != "--" ]; do srv+=("$1"); shift; done; shift
+    cli=("$@")
+    local tag="${pair// /_}.${dir// /_}.$op.$size"
+    tag=${tag//[^A-Za-z0-9._-]/_}
+    rm -f /tmp/srv.log /tmp/cli.log
+    local t0; t0=$(now)
+    timeout $T "${srv[@]}" > /tmp/srv.log 2>&1 &
+    local sp=$!
+    case $ready in
+        port:*) listening "${ready#port:}"; sleep 0.5 ;;  # rdma_cm settles after listen(2)
+        *) waitfor /tmp/srv.log "$ready" ;;
+    esac
+    timeout $T "${cli[@]}" > /tmp/cli.log 2>&1
+    local crc=$?
+    wait $sp
+    local src=$?
+    local secs; secs=$(echo "$t0 $(now)" | awk '{printf "%.1f", $2-$1}')
+    local res=PASS
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        res="FAIL(client=$crc,server=$src)"
+        fails=$((fails + 1))
+        { echo "\$ ${srv[*]}"; cat /tmp/srv.log; echo "\$ ${cli[*]}"; cat /tmp/cli.log; } > "$OUT/logs/$tag.log"
+    fi
+    printf 'ROW\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$pair" "$dir" "$op" "$size" "$iters" "$res" "$secs" "$check"
+    if [ -n "$KEEP" ]; then cp /tmp/cli.log "$KEEP/$tag.client.log"; cp /tmp/srv.log "$KEEP/$tag.server.log"; fi
+    sleep 0.5
+}
+
+
+# iters N QUICKN: N, or QUICKN with QUICK=1.
+iters() { if [ "$QUICK" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+
+# rping over siw: goverbs as client and as server, several sizes; rping -V
+# validates on its side, goverbs on both.
+phase_rping() {
+    local size n
+    for size in 23 64 4096 65535; do
+        n=$(iters 500 20); [ $size = 65535 ] && n=$(iters 100 10)
+        entry goverbs-siw "goverbs rping -c -> rping -s" "rping (SEND, READ, WRITE)" $size $n \
+            "every byte, both sides" port:7174 \
+            -- rping -s -a $S -S $size \
+            -- $NS $G rping -c -a $S -S $size -C $n
+        entry goverbs-siw "rping -c -V -> goverbs rping -s" "rping (SEND, READ, WRITE)" $size $n \
+            "every byte, both sides" "listening" \
+            -- $NS $G rping -s -a $SP -S $size -C $n \
+            -- rping -c -a $SP -S $size -C $n -V
+    done
+}
+
+# ibv_rc_pingpong over rxe (GID index 1: ::ffff:10.77.2.1).
+phase_pingpong() {
+    local size n
+    for size in 1 4096 65536; do
+        n=$(iters 1000 50); [ $size = 65536 ] && n=$(iters 200 20)
+        entry goverbs-rxe "goverbs pingpong -> ibv_rc_pingpong" "SEND/RECV ping-pong" $size $n \
+            "every byte (goverbs)" port:18515 \
+            -- ibv_rc_pingpong -d rxe0 -g 1 -s $size -n $n \
+            -- $NS $G pingpong -s $size -n $n $X
+        entry goverbs-rxe "ibv_rc_pingpong -c -> goverbs pingpong" "SEND/RECV ping-pong" $size $n \
+            "every byte (goverbs)" "listening" \
+            -- $NS $G pingpong --local $XP -s $size -n $n \
+            -- ibv_rc_pingpong -d rxe0 -g 1 -s $size -n $n -c $XP
+    done
+}
+
+# perftest_both PAIR TOOLARGS GOARGS KERNEL_IP GOVERBS_IP: the six tests,
+# goverbs as client and as server. TOOLARGS select the kernel's device,
+# GOARGS goverbs' transport.
+perftest_both() {
+    local pair=$1 tool=$2 goargs=$3 kip=$4 gip=$5 t size sizes n
+    for t in write_lat read_lat send_lat write_bw read_bw send_bw; do
+        case $t in
+            *_lat) sizes=8; n=$(iters 1000 50) ;;
+            write_bw | send_bw) sizes=$(iters "65536 1000" 65536); n=$(iters 500 20) ;;
+            *) sizes=65536; n=$(iters 500 20) ;;
+        esac
+        for size in $sizes; do
+            perftest_entry "$pair" "$tool" "$goargs" $kip $gip $t $size $n
+        done
+    done
+}
+
+# perftest_entry ...: one test, both directions.
+perftest_entry() {
+    local pair=$1 tool=$2 goargs=$3 kip=$4 gip=$5 t=$6 size=$7 n=$8
+    local check="protocol (perftest moves random data)"
+    entry $pair "goverbs -> ib_$t" ib_$t $size $n "$check" port:18515 \
+        -- ib_$t $tool -F -s $size -n $n \
+        -- $NS $G bench --perftest $goargs --test $t --size $size --iters $n --connect $kip
+    entry $pair "ib_$t -> goverbs" ib_$t $size $n "$check" "listening" \
+        -- $NS $G bench --perftest $goargs --test $t --size $size --iters $n --listen $gip \
+        -- ib_$t $tool -F -s $size -n $n $gip
+}
+phase_perftest_siw() { perftest_both goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP; }
+phase_perftest_rxe() { perftest_both goverbs-rxe "-d rxe0 -x 1" "--transport roce" $X $XP; }
+
+# The measurements: kernel-kernel and goverbs-kernel, same guest, same
+# run; every output is kept under $OUT/bench for scripts/interop.sh.
+# goverbs waits for its completions instead of spinning, on one P: the
+# guest has two emulated CPUs and the perftest peer spins on one of them,
+# so a spinning goverbs starves its own network goroutine (p50 of
+# ib_write_lat over rxe: 80 µs parked on one P, 130-3500 µs spinning on two,
+# 11 ms spinning on one). BENCH_GOVERBS_FLAGS and BENCH_GOMAXPROCS override.
+phase_bench() {
+    local t size n saved=$GOMAXPROCS gf=${BENCH_GOVERBS_FLAGS---poll=false}
+    export GOMAXPROCS=${BENCH_GOMAXPROCS:-1}
+    KEEP=$OUT/bench; mkdir -p $KEEP
+    for t in write_lat read_lat send_lat write_bw read_bw send_bw; do
+        case $t in *_lat) size=8; n=$(iters 2000 100) ;; *) size=65536; n=$(iters 1000 50) ;; esac
+        entry siw-siw "ib_$t -> ib_$t" ib_$t $size $n "bench" port:18515 \
+            -- ib_$t -d siw0 -R -F -s $size -n $n -- ib_$t -d siw0 -R -F -s $size -n $n $S
+        perftest_entry goverbs-siw "-d siw0 -R" "--transport iwarp $gf" $S $SP $t $size $n
+        entry rxe-rxe "ib_$t -> ib_$t" ib_$t $size $n "bench" port:18515 \
+            -- ib_$t -d rxe0 -x 1 -F -s $size -n $n -- ib_$t -d rxe0 -x 1 -F -s $size -n $n $X
+        perftest_entry goverbs-rxe "-d rxe0 -x 1" "--transport roce $gf" $X $XP $t $size $n
+    done
+    KEEP=
+    export GOMAXPROCS=$saved
+}
+
+# Captures of goverbs with siw and with rxe, taken in the guest on the
+# kernel side of each veth; scripts/interop.sh decodes them with tshark.
+phase_capture() {
+    local td
+    tcpdump -i siw-a -U -s 0 -w $OUT/capture-siw.pcap 'tcp port 7174 or tcp port 18515' 2>/dev/null &
+    td=$!; sleep 1
+    entry goverbs-siw "goverbs rping -c -> rping -s" "capture: rping" 100 3 "capture" port:7174 \
+        -- rping -s -a $S -S 100 -- $NS $G rping -c -a $S -S 100 -C 3
+    entry goverbs-siw "rping -c -V -> goverbs rping -s" "capture: rping" 100 3 "capture" "listening" \
+        -- $NS $G rping -s -a $SP -S 100 -C 3 -- rping -c -a $SP -S 100 -C 3 -V
+    perftest_entry goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP write_lat 8 5
+    perftest_entry goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP send_bw 3000 10
+    perftest_entry goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP read_lat 8 5
+    sleep 1; kill $td; wait $td
+    tcpdump -i rxe-a -U -s 0 -w $OUT/capture-rxe.pcap 'udp port 4791 or tcp port 18515' 2>/dev/null &
+    td=$!; sleep 1
+    entry goverbs-rxe "goverbs pingpong -> ibv_rc_pingpong" "capture: pingpong" 1500 3 "capture" port:18515 \
+        -- ibv_rc_pingpong -d rxe0 -g 1 -s 1500 -n 3 -- $NS $G pingpong -s 1500 -n 3 $X
+    entry goverbs-rxe "ibv_rc_pingpong -c -> goverbs pingpong" "capture: pingpong" 1500 3 "capture" "listening" \
+        -- $NS $G pingpong --local $XP -s 1500 -n 3 -- ibv_rc_pingpong -d rxe0 -g 1 -s 1500 -n 3 -c $XP
+    perftest_entry goverbs-rxe "-d rxe0 -x 1" "--transport roce" $X $XP write_bw 3000 10
+    perftest_entry goverbs-rxe "-d rxe0 -x 1" "--transport roce" $X $XP read_lat 8 5
+    sleep 1; kill $td; wait $td
+}
+
+has rping && phase_rping
+has pingpong && phase_pingpong
+has perftest-siw && phase_perftest_siw
+has perftest-rxe && phase_perftest_rxe
+has bench && phase_bench
+has capture && phase_capture
+
+echo "SUMMARY failed=$fails"
+[ $fails = 0 ]
