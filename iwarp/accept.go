@@ -37,7 +37,7 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 		}
 		return provider.ConnInfo{}, fmt.Errorf("iwarp: accept from %s: %w: the initiator gave up waiting", r.remote, provider.ErrTimeout)
 	}
-	param = l.withDefaults(param)
+	param = param.WithDefaults(l.dev.Caps())
 	neg, err := l.negotiateResponder(&r.off, param, q.QPN())
 	if err != nil {
 		r.close()
@@ -108,28 +108,6 @@ func establishAttr(o *offer, p provider.ConnParam, n negotiated, remote string) 
 		PathMTU: 4096, IRD: uint8(n.ird), ORD: uint8(n.ord),
 		RetryCnt: min(p.RetryCount, 7), RNRRetry: min(p.RNRRetryCount, 7), Timeout: 14, MinRNRTime: 12,
 	}
-}
-
-// withDefaults fills a ConnParam's zero fields: IRD and ORD DefaultDepth
-// (clamped to the device), retry counts 7 (kept for Query; iWARP retries
-// nothing itself, TCP does).
-func (l *link) withDefaults(p provider.ConnParam) provider.ConnParam {
-	c := l.dev.Caps()
-	if p.ResponderResources == 0 {
-		p.ResponderResources = DefaultDepth
-	}
-	if p.InitiatorDepth == 0 {
-		p.InitiatorDepth = DefaultDepth
-	}
-	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
-	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
-	if p.RetryCount == 0 {
-		p.RetryCount = 7
-	}
-	if p.RNRRetryCount == 0 {
-		p.RNRRetryCount = 7
-	}
-	return p
 }
 
 // ownQP returns qp as a QP of this link's device.

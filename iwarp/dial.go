@@ -30,7 +30,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		ctx, cancel = context.WithTimeout(ctx, l.cfg.dialTimeout)
 		defer cancel()
 	}
-	param = l.withDefaults(param)
+	param = param.WithDefaults(l.dev.Caps())
 	c, err := l.dialTCP(ctx, addr)
 	if err != nil {
 		return provider.ConnInfo{}, err

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"goverbs/internal/wire/iw"
+	"goverbs/provider"
 )
 
 // Defaults of the options.
@@ -19,7 +20,7 @@ const (
 	// DefaultDialTimeout bounds a Dial whose context has no deadline.
 	DefaultDialTimeout = 10 * time.Second
 	// DefaultDepth is the IRD and ORD a zero ConnParam asks for.
-	DefaultDepth = 16
+	DefaultDepth = provider.DefaultConnDepth
 )
 
 // Limits of the FPDU size option.

@@ -116,7 +116,7 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
 		return provider.ConnInfo{}, fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
 	}
-	dial, acc := withDefaults(r.param, r.from.Device()), withDefaults(param, q.Device())
+	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())
 	accAttr := establishAttr(r.from, acc, min(acc.InitiatorDepth, dial.ResponderResources), acc.ResponderResources)
 	dialAttr := establishAttr(q, dial, min(dial.InitiatorDepth, acc.ResponderResources), dial.ResponderResources)
 	accAttr.RQPSN, dialAttr.RQPSN = dialAttr.SQPSN, accAttr.SQPSN
@@ -183,28 +183,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 }
 
 // DefaultDepth is the IRD and ORD a zero ConnParam asks for.
-const DefaultDepth = 16
-
-// withDefaults fills the zero fields of a ConnParam: IRD and ORD
-// DefaultDepth (clamped to the device), retry counts 7.
-func withDefaults(p provider.ConnParam, d *soft.Device) provider.ConnParam {
-	c := d.Caps()
-	if p.ResponderResources == 0 {
-		p.ResponderResources = DefaultDepth
-	}
-	if p.InitiatorDepth == 0 {
-		p.InitiatorDepth = DefaultDepth
-	}
-	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
-	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
-	if p.RetryCount == 0 {
-		p.RetryCount = 7
-	}
-	if p.RNRRetryCount == 0 {
-		p.RNRRetryCount = 7
-	}
-	return p
-}
+const DefaultDepth = provider.DefaultConnDepth
 
 // establishAttr builds the attributes of a QP connecting to peer.
 func establishAttr(peer *soft.QP, p provider.ConnParam, ord, ird uint8) soft.EstablishAttr {

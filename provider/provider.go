@@ -185,6 +185,33 @@ type ConnParam struct {
 	RetryCount    uint8
 }
 
+// DefaultConnDepth is the IRD and ORD a zero ConnParam asks for, as
+// rdma_cm's users commonly set them.
+const DefaultConnDepth = 16
+
+// WithDefaults fills p's zero fields, as a connection manager does before
+// it sends p: IRD and ORD DefaultConnDepth, clamped to what the device c
+// supports, and retry counts 7 (for RNR, forever); retry counts above 7
+// become 7.
+func (p ConnParam) WithDefaults(c Caps) ConnParam {
+	if p.ResponderResources == 0 {
+		p.ResponderResources = DefaultConnDepth
+	}
+	if p.InitiatorDepth == 0 {
+		p.InitiatorDepth = DefaultConnDepth
+	}
+	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
+	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
+	if p.RetryCount == 0 {
+		p.RetryCount = 7
+	}
+	if p.RNRRetryCount == 0 {
+		p.RNRRetryCount = 7
+	}
+	p.RetryCount, p.RNRRetryCount = min(p.RetryCount, 7), min(p.RNRRetryCount, 7)
+	return p
+}
+
 // ConnInfo describes an established connection.
 type ConnInfo struct {
 	// PrivateData is what the peer sent with its accept.

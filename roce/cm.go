@@ -111,27 +111,6 @@ func (c *cmConn) close() {
 	c.unregister()
 }
 
-// withDefaults fills the zero fields of a ConnParam: IRD and ORD
-// DefaultDepth clamped to the device, retry counts 7.
-func withDefaults(p provider.ConnParam, c provider.Caps) provider.ConnParam {
-	if p.ResponderResources == 0 {
-		p.ResponderResources = DefaultDepth
-	}
-	if p.InitiatorDepth == 0 {
-		p.InitiatorDepth = DefaultDepth
-	}
-	p.ResponderResources = min(p.ResponderResources, c.MaxQPInitRdAtom)
-	p.InitiatorDepth = min(p.InitiatorDepth, c.MaxQPRdAtom)
-	if p.RetryCount == 0 {
-		p.RetryCount = DefaultRetry
-	}
-	if p.RNRRetryCount == 0 {
-		p.RNRRetryCount = DefaultRetry
-	}
-	p.RetryCount, p.RNRRetryCount = min(p.RetryCount, 7), min(p.RNRRetryCount, 7)
-	return p
-}
-
 // establish attaches a connection's endpoint to qp and moves the QP to RTS.
 func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, sqPSN uint32, p provider.ConnParam, ord uint8) (*qpConn, error) {
 	mtu := min(m.MTU, l.cfg.PathMTU)

@@ -36,7 +36,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrRejected, err)}
 	}
 	cm := newCMConn(l, nc)
-	info, err := l.dial(ctx, cm, addr, qp, withDefaults(param, d.Caps()), param.PrivateData)
+	info, err := l.dial(ctx, cm, addr, qp, param.WithDefaults(d.Caps()), param.PrivateData)
 	if err != nil {
 		cm.close()
 	}

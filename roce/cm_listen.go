@@ -199,7 +199,7 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 func (r *connReq) accept(ctx context.Context, q *soft.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	l, m, addr := r.lst.l, &r.m, r.cm.nc.RemoteAddr().String()
 	stop := watch(ctx, r.cm.nc)
-	acc := withDefaults(param, l.dev.Caps())
+	acc := param.WithDefaults(l.dev.Caps())
 	ord := min(acc.InitiatorDepth, m.IRD)
 	sqPSN := soft.NewPSN()
 	if _, err := l.establish(q, r.cm, m, sqPSN, acc, ord); err != nil {

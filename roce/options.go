@@ -22,7 +22,7 @@ const GSOEnv = "GOVERBS_UDP_GSO"
 // and the loopback reference link use.
 const (
 	// DefaultDepth is the IRD and ORD a zero ConnParam asks for.
-	DefaultDepth = 16
+	DefaultDepth = provider.DefaultConnDepth
 	// DefaultTimeout is the local ACK timeout exponent: 4.096 µs × 2^14,
 	// about 67 ms.
 	DefaultTimeout = 14

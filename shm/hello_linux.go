@@ -68,29 +68,14 @@ func decodeReject(b []byte) (reject, error) {
 }
 
 // DefaultDepth is the IRD and ORD a zero ConnParam asks for.
-const DefaultDepth = 16
+const DefaultDepth = provider.DefaultConnDepth
 
-// offer fills a hello from a QP and its connection parameters: IRD and ORD
-// DefaultDepth by default (clamped to the device), retry counts 7.
+// offer fills a hello from a QP and its connection parameters, their zero
+// fields filled as ConnParam.WithDefaults does.
 func offer(qp *soft.QP, p provider.ConnParam) hello {
-	c := qp.Device().Caps()
-	h := hello{version: protoVersion, qpn: qp.QPN(), psn: soft.NewPSN(), pdata: p.PrivateData,
+	p = p.WithDefaults(qp.Device().Caps())
+	return hello{version: protoVersion, qpn: qp.QPN(), psn: soft.NewPSN(), pdata: p.PrivateData,
 		ird: p.ResponderResources, ord: p.InitiatorDepth, retry: p.RetryCount, rnrRetry: p.RNRRetryCount}
-	if h.ird == 0 {
-		h.ird = DefaultDepth
-	}
-	if h.ord == 0 {
-		h.ord = DefaultDepth
-	}
-	h.ird, h.ord = min(h.ird, c.MaxQPInitRdAtom), min(h.ord, c.MaxQPRdAtom)
-	if h.retry == 0 {
-		h.retry = 7
-	}
-	if h.rnrRetry == 0 {
-		h.rnrRetry = 7
-	}
-	h.retry, h.rnrRetry = min(h.retry, 7), min(h.rnrRetry, 7)
-	return h
 }
 
 // establishAttr is what a QP that sent mine and received peer's applies: its
