@@ -260,30 +260,13 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	return nil
 }
 
-// checkAttr validates attribute values against the device.
+// checkAttr validates attribute values against the device; a libfabric
+// endpoint's queue sizes are fixed when it is created.
 func (qp *QP) checkAttr(a *provider.QPAttr, mask provider.AttrMask) error {
-	c := &qp.dev.caps
-	switch {
-	case mask&provider.AttrAccessFlags != 0 && a.Access&^(provider.AccessRemote|provider.AccessLocalWrite|provider.AccessMWBind) != 0:
-		return fmt.Errorf("%w: QP access flags %v", provider.ErrInvalidArgument, a.Access)
-	case mask&provider.AttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > c.PathMTU):
-		return fmt.Errorf("%w: path MTU %d (256 to %d)", provider.ErrInvalidArgument, a.PathMTU, c.PathMTU)
-	case mask&provider.AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > c.MaxQPRdAtom:
-		return fmt.Errorf("%w: max_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxRdAtomic, c.MaxQPRdAtom)
-	case mask&provider.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > c.MaxQPInitRdAtom:
-		return fmt.Errorf("%w: max_dest_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxDestRdAtomic, c.MaxQPInitRdAtom)
-	case mask&provider.AttrRetryCnt != 0 && a.RetryCnt > 7, mask&provider.AttrRNRRetry != 0 && a.RNRRetry > 7:
-		return fmt.Errorf("%w: retry counts are 0 to 7", provider.ErrInvalidArgument)
-	case mask&provider.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return fmt.Errorf("%w: min_rnr_timer is 0 to 31", provider.ErrInvalidArgument)
-	case mask&(provider.AttrRQPSN|provider.AttrSQPSN|provider.AttrDestQPN) != 0 &&
-		(a.RQPSN > 0xFFFFFF || a.SQPSN > 0xFFFFFF || a.DestQPN > 0xFFFFFF):
-		return fmt.Errorf("%w: PSNs and QP numbers are 24-bit", provider.ErrInvalidArgument)
-	case mask&provider.AttrPort != 0 && a.Port != 1:
-		return fmt.Errorf("%w: port %d (the device has port 1)", provider.ErrInvalidArgument, a.Port)
-	case mask&provider.AttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return fmt.Errorf("%w: P_Key index %d (the device has index 0)", provider.ErrInvalidArgument, a.PKeyIndex)
-	case mask&provider.AttrCap != 0:
+	if err := provider.CheckQPAttr(a, mask, &qp.dev.caps); err != nil {
+		return err
+	}
+	if mask&provider.AttrCap != 0 {
 		return fmt.Errorf("%w: queue sizes cannot change", provider.ErrNotSupported)
 	}
 	return nil

@@ -94,3 +94,32 @@ func (m AttrMask) String() string {
 	}
 	return s
 }
+
+// CheckQPAttr validates the attribute values mask selects against the
+// device's capabilities c: access flags, path MTU, READ/atomic depths,
+// retry counts, the RNR timer, 24-bit PSNs and QP numbers, port 1 and
+// P_Key index 0. Transitions are CheckTransition's.
+func CheckQPAttr(a *QPAttr, mask AttrMask, c *Caps) error {
+	switch {
+	case mask&AttrAccessFlags != 0 && a.Access&^(AccessRemote|AccessLocalWrite|AccessMWBind) != 0:
+		return fmt.Errorf("%w: QP access flags %v", ErrInvalidArgument, a.Access)
+	case mask&AttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > c.PathMTU):
+		return fmt.Errorf("%w: path MTU %d (256 to %d)", ErrInvalidArgument, a.PathMTU, c.PathMTU)
+	case mask&AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > c.MaxQPRdAtom:
+		return fmt.Errorf("%w: max_rd_atomic %d exceeds %d", ErrInvalidArgument, a.MaxRdAtomic, c.MaxQPRdAtom)
+	case mask&AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > c.MaxQPInitRdAtom:
+		return fmt.Errorf("%w: max_dest_rd_atomic %d exceeds %d", ErrInvalidArgument, a.MaxDestRdAtomic, c.MaxQPInitRdAtom)
+	case mask&AttrRetryCnt != 0 && a.RetryCnt > 7, mask&AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: retry counts are 0 to 7", ErrInvalidArgument)
+	case mask&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min_rnr_timer is 0 to 31", ErrInvalidArgument)
+	case mask&(AttrRQPSN|AttrSQPSN|AttrDestQPN) != 0 &&
+		(a.RQPSN > 0xFFFFFF || a.SQPSN > 0xFFFFFF || a.DestQPN > 0xFFFFFF):
+		return fmt.Errorf("%w: PSNs and QP numbers are 24-bit", ErrInvalidArgument)
+	case mask&AttrPort != 0 && a.Port != 1:
+		return fmt.Errorf("%w: port %d (the device has port 1)", ErrInvalidArgument, a.Port)
+	case mask&AttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return fmt.Errorf("%w: P_Key index %d (the device has index 0)", ErrInvalidArgument, a.PKeyIndex)
+	}
+	return nil
+}

@@ -143,7 +143,7 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	cur := qp.state
 	next, err := provider.CheckTransition(cur, attr, mask)
 	if err == nil {
-		err = qp.checkAttrLocked(attr, mask)
+		err = provider.CheckQPAttr(attr, mask, &qp.dev.caps)
 	}
 	if err != nil {
 		qp.mu.Unlock()
@@ -181,33 +181,6 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	qp.mu.Unlock()
 	if ep != nil && next == provider.StateRTS {
 		ep.SendReady() // RTS from SQD resumes the queue
-	}
-	return nil
-}
-
-// checkAttrLocked validates attribute values against the device.
-func (qp *QP) checkAttrLocked(a *provider.QPAttr, mask provider.AttrMask) error {
-	c := &qp.dev.caps
-	switch {
-	case mask&provider.AttrAccessFlags != 0 && a.Access&^(provider.AccessRemote|provider.AccessLocalWrite|provider.AccessMWBind) != 0:
-		return fmt.Errorf("%w: QP access flags %v", provider.ErrInvalidArgument, a.Access)
-	case mask&provider.AttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > c.PathMTU):
-		return fmt.Errorf("%w: path MTU %d (256 to %d)", provider.ErrInvalidArgument, a.PathMTU, c.PathMTU)
-	case mask&provider.AttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > c.MaxQPRdAtom:
-		return fmt.Errorf("%w: max_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxRdAtomic, c.MaxQPRdAtom)
-	case mask&provider.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > c.MaxQPInitRdAtom:
-		return fmt.Errorf("%w: max_dest_rd_atomic %d exceeds %d", provider.ErrInvalidArgument, a.MaxDestRdAtomic, c.MaxQPInitRdAtom)
-	case mask&provider.AttrRetryCnt != 0 && a.RetryCnt > 7, mask&provider.AttrRNRRetry != 0 && a.RNRRetry > 7:
-		return fmt.Errorf("%w: retry counts are 0 to 7", provider.ErrInvalidArgument)
-	case mask&provider.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return fmt.Errorf("%w: min_rnr_timer is 0 to 31", provider.ErrInvalidArgument)
-	case mask&(provider.AttrRQPSN|provider.AttrSQPSN|provider.AttrDestQPN) != 0 &&
-		(a.RQPSN > 0xFFFFFF || a.SQPSN > 0xFFFFFF || a.DestQPN > 0xFFFFFF):
-		return fmt.Errorf("%w: PSNs and QP numbers are 24-bit", provider.ErrInvalidArgument)
-	case mask&provider.AttrPort != 0 && a.Port != 1:
-		return fmt.Errorf("%w: port %d (the device has port 1)", provider.ErrInvalidArgument, a.Port)
-	case mask&provider.AttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return fmt.Errorf("%w: P_Key index %d (the device has index 0)", provider.ErrInvalidArgument, a.PKeyIndex)
 	}
 	return nil
 }
