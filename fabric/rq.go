@@ -3,7 +3,6 @@
 package fabric
 
 import (
-	"fmt"
 	"syscall"
 
 	"goverbs/provider"
@@ -74,26 +73,10 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // checkRecvsLocked applies the post-time rules of receives.
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
-	fail := func(i int, err error) error {
-		return &provider.PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: err}
-	}
-	if qp.closed {
-		return &provider.PostError{Op: "post recv", Err: provider.ErrClosed}
-	}
-	if qp.state == provider.StateReset && len(wrs) > 0 {
-		return fail(0, fmt.Errorf("%w: cannot post receives in RESET", provider.ErrInvalidState))
-	}
 	q := &qp.rq
-	free := uint64(len(q.w)) - (q.head - q.tail)
-	for i := range wrs {
-		if uint64(i) >= free {
-			return fail(i, fmt.Errorf("%w: receive queue holds %d WRs", provider.ErrQueueFull, len(q.w)))
-		}
-		if err := provider.CheckRecvWR(&wrs[i], &qp.cap); err != nil {
-			return fail(i, err)
-		}
-	}
-	return nil
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(q.w),
+		Free: uint64(len(q.w)) - (q.head - q.tail), Cap: &qp.cap}
+	return t.CheckRecvs(wrs)
 }
 
 // enqueueRecvLocked copies a receive WR into the next WQE.

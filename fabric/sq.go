@@ -109,35 +109,21 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 // checkSendsLocked applies every post-time rule without changing anything.
 // Precondition: qp.mu is held.
 func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
-	fail := func(i int, err error) error {
-		return &provider.PostError{Op: "post send", Index: i, WRID: wrs[i].ID, Err: err}
-	}
-	if qp.closed {
-		return &provider.PostError{Op: "post send", Err: provider.ErrClosed}
-	}
-	switch qp.state {
-	case provider.StateRTS, provider.StateSQD, provider.StateErr:
-	default:
-		if len(wrs) > 0 {
-			return fail(0, fmt.Errorf("%w: cannot post sends in %v", provider.ErrInvalidState, qp.state))
-		}
-	}
 	q := &qp.sq
-	free := uint64(len(q.w)) - (q.head - q.tail)
-	for i := range wrs {
-		wr := &wrs[i]
-		if uint64(i) >= free {
-			return fail(i, fmt.Errorf("%w: send queue holds %d WRs", provider.ErrQueueFull, len(q.w)))
-		}
-		if err := provider.CheckSendWR(wr, &qp.cap, &qp.dev.caps); err != nil {
-			return fail(i, err)
-		}
-		switch {
-		case wr.Opcode.IsAtomic() && len(wr.SGL) != 1:
-			return fail(i, fmt.Errorf("%w: %v needs its 8-byte result buffer in one SGE", provider.ErrInvalidArgument, wr.Opcode))
-		case wr.Opcode == provider.OpWriteWithImm && qp.composedWriteImm() && provider.Length(wr.SGL) > maxWriteImmLen:
-			return fail(i, fmt.Errorf("%w: WRITE_WITH_IMM longer than %d bytes on %s", provider.ErrNotSupported, uint64(maxWriteImmLen), qp.dev.caps.Transport))
-		}
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(q.w),
+		Free: uint64(len(q.w)) - (q.head - q.tail), Cap: &qp.cap, Dev: &qp.dev.caps}
+	return t.CheckSends(wrs, qp.checkFabricSendWR)
+}
+
+// checkFabricSendWR applies the rules this backend adds to verbs': an
+// atomic's result buffer is one SGE, and a WRITE_WITH_IMM composed of a
+// WRITE and a SEND is no longer than the SEND's CQ data can say.
+func (qp *QP) checkFabricSendWR(wr *provider.SendWR) error {
+	switch {
+	case wr.Opcode.IsAtomic() && len(wr.SGL) != 1:
+		return fmt.Errorf("%w: %v needs its 8-byte result buffer in one SGE", provider.ErrInvalidArgument, wr.Opcode)
+	case wr.Opcode == provider.OpWriteWithImm && qp.composedWriteImm() && provider.Length(wr.SGL) > maxWriteImmLen:
+		return fmt.Errorf("%w: WRITE_WITH_IMM longer than %d bytes on %s", provider.ErrNotSupported, uint64(maxWriteImmLen), qp.dev.caps.Transport)
 	}
 	return nil
 }

@@ -57,3 +57,74 @@ func CheckRecvWR(wr *RecvWR, qp *QPCap) error {
 	}
 	return nil
 }
+
+// PostTarget is what the post-time rules need to know of a QP's queue:
+// the QP's state, whether it is closed, the slots the queue has and how
+// many are free. Providers fill it under their QP lock.
+type PostTarget struct {
+	State  State
+	Closed bool
+	Depth  int    // slots of the queue
+	Free   uint64 // slots not holding a posted WR
+	Cap    *QPCap
+	Dev    *Caps
+}
+
+// CheckSends applies every post-time rule of a PostSend call without
+// changing anything: the QP is open, in RTS, SQD or ERR (any state for an
+// empty list), each WR has a free slot and passes CheckSendWR, and extra
+// (a provider's own rule, or nil). The error is a *PostError naming the
+// first WR refused.
+func (t PostTarget) CheckSends(wrs []SendWR, extra func(*SendWR) error) error {
+	fail := func(i int, err error) error {
+		return &PostError{Op: "post send", Index: i, WRID: wrs[i].ID, Err: err}
+	}
+	if t.Closed {
+		return &PostError{Op: "post send", Err: ErrClosed}
+	}
+	switch t.State {
+	case StateRTS, StateSQD, StateErr:
+	default:
+		if len(wrs) > 0 {
+			return fail(0, fmt.Errorf("%w: cannot post sends in %v", ErrInvalidState, t.State))
+		}
+	}
+	for i := range wrs {
+		if uint64(i) >= t.Free {
+			return fail(i, fmt.Errorf("%w: send queue holds %d WRs", ErrQueueFull, t.Depth))
+		}
+		if err := CheckSendWR(&wrs[i], t.Cap, t.Dev); err != nil {
+			return fail(i, err)
+		}
+		if extra != nil {
+			if err := extra(&wrs[i]); err != nil {
+				return fail(i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckRecvs applies every post-time rule of a PostRecv call: the QP is
+// open and out of RESET (any state for an empty list), and each WR has a
+// free slot and passes CheckRecvWR.
+func (t PostTarget) CheckRecvs(wrs []RecvWR) error {
+	fail := func(i int, err error) error {
+		return &PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: err}
+	}
+	if t.Closed {
+		return &PostError{Op: "post recv", Err: ErrClosed}
+	}
+	if t.State == StateReset && len(wrs) > 0 {
+		return fail(0, fmt.Errorf("%w: cannot post receives in RESET", ErrInvalidState))
+	}
+	for i := range wrs {
+		if uint64(i) >= t.Free {
+			return fail(i, fmt.Errorf("%w: receive queue holds %d WRs", ErrQueueFull, t.Depth))
+		}
+		if err := CheckRecvWR(&wrs[i], t.Cap); err != nil {
+			return fail(i, err)
+		}
+	}
+	return nil
+}

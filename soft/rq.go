@@ -1,8 +1,6 @@
 package soft
 
 import (
-	"fmt"
-
 	"goverbs/provider"
 )
 
@@ -79,25 +77,9 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // checkRecvsLocked applies the post-time rules of receives.
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
-	fail := func(i int, err error) error {
-		return &provider.PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: err}
-	}
-	if qp.closed {
-		return &provider.PostError{Op: "post recv", Err: provider.ErrClosed}
-	}
-	if qp.state == provider.StateReset && len(wrs) > 0 {
-		return fail(0, fmt.Errorf("%w: cannot post receives in RESET", provider.ErrInvalidState))
-	}
-	free := uint64(len(qp.rq.wqes)) - (qp.rq.head - qp.rq.tail)
-	for i := range wrs {
-		if uint64(i) >= free {
-			return fail(i, fmt.Errorf("%w: receive queue holds %d WRs", provider.ErrQueueFull, len(qp.rq.wqes)))
-		}
-		if err := provider.CheckRecvWR(&wrs[i], &qp.cap); err != nil {
-			return fail(i, err)
-		}
-	}
-	return nil
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(qp.rq.wqes),
+		Free: uint64(len(qp.rq.wqes)) - (qp.rq.head - qp.rq.tail), Cap: &qp.cap}
+	return t.CheckRecvs(wrs)
 }
 
 // enqueueRecvLocked copies a receive WR into the next WQE.

@@ -1,8 +1,6 @@
 package soft
 
 import (
-	"fmt"
-
 	"goverbs/provider"
 )
 
@@ -97,35 +95,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 // checkSendsLocked applies every post-time rule without changing anything.
 // Precondition: qp.mu is held.
 func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
-	fail := func(i int, err error) error {
-		return &provider.PostError{Op: "post send", Index: i, WRID: wrs[i].ID, Err: err}
-	}
-	if qp.closed {
-		return &provider.PostError{Op: "post send", Err: provider.ErrClosed}
-	}
-	switch qp.state {
-	case provider.StateRTS, provider.StateSQD, provider.StateErr:
-	default:
-		if len(wrs) > 0 {
-			return fail(0, fmt.Errorf("%w: cannot post sends in %v", provider.ErrInvalidState, qp.state))
-		}
-	}
-	free := uint64(len(qp.sq.wqes)) - (qp.sq.head - qp.sq.tail)
-	for i := range wrs {
-		if uint64(i) >= free {
-			return fail(i, fmt.Errorf("%w: send queue holds %d WRs", provider.ErrQueueFull, len(qp.sq.wqes)))
-		}
-		if err := qp.checkSendWR(&wrs[i]); err != nil {
-			return fail(i, err)
-		}
-	}
-	return nil
-}
-
-// checkSendWR applies the rules of one send WR that depend on neither
-// memory nor state.
-func (qp *QP) checkSendWR(wr *provider.SendWR) error {
-	return provider.CheckSendWR(wr, &qp.cap, &qp.dev.caps)
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(qp.sq.wqes),
+		Free: uint64(len(qp.sq.wqes)) - (qp.sq.head - qp.sq.tail), Cap: &qp.cap, Dev: &qp.dev.caps}
+	return t.CheckSends(wrs, nil)
 }
 
 // enqueueSendLocked copies wr into the next WQE and resolves its memory. A
