@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"time"
 
 	"goverbs/bench/stats"
 	"goverbs/mem"
@@ -71,22 +70,7 @@ func (s *regSession) loop(ctx context.Context, tr *trial, g *gate, pt *part) err
 		}
 		return n, nil
 	}
-	t0 := stats.Mono()
-	n, err := run(warmSpan(tr), nil)
-	if err != nil {
-		return err
-	}
-	c := capacity(tr, 1, n, time.Duration(stats.Mono()-t0))
-	for range regSteps {
-		pt.recs = append(pt.recs, stats.NewRecorder(c, stats.OneWay))
-	}
-	g.arrive()
-	if err := g.wait(ctx); err != nil {
-		return err
-	}
-	pt.msgs, err = run(g.measured(tr), pt.recs)
-	pt.end = stats.Mono()
-	return err
+	return measureSteps(ctx, tr, g, pt, len(regSteps), run)
 }
 
 // cycle registers and deregisters a prefaulted region, then registers a

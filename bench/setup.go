@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"goverbs/bench/stats"
 	"goverbs/provider"
@@ -119,22 +118,7 @@ func (s *setupSession) cycles(ctx context.Context, t int, cq *verbs.CQ, tr *tria
 		}
 		return n, nil
 	}
-	t0 := stats.Mono()
-	n, err := run(warmSpan(tr), nil)
-	if err != nil {
-		return err
-	}
-	c := capacity(tr, 1, n, time.Duration(stats.Mono()-t0))
-	for range setupSteps {
-		pt.recs = append(pt.recs, stats.NewRecorder(c, stats.OneWay))
-	}
-	g.arrive()
-	if err := g.wait(ctx); err != nil {
-		return err
-	}
-	pt.msgs, err = run(g.measured(tr), pt.recs)
-	pt.end = stats.Mono()
-	return err
+	return measureSteps(ctx, tr, g, pt, len(setupSteps), run)
 }
 
 // cycle creates a QP, connects it and destroys it.

@@ -184,3 +184,27 @@ func (r *running) parts() []*part {
 	}
 	return ps
 }
+
+// measureSteps is the loop of a test that times steps of a cycle (reg,
+// setup): run warms up over the trial's warm-up span recording nothing,
+// one recorder per step is sized from its pace, and after the gate opens
+// run measures into pt.
+func measureSteps(ctx context.Context, tr *trial, g *gate, pt *part, steps int,
+	run func(sp span, recs []*stats.Recorder) (int64, error)) error {
+	t0 := stats.Mono()
+	n, err := run(warmSpan(tr), nil)
+	if err != nil {
+		return err
+	}
+	c := capacity(tr, 1, n, time.Duration(stats.Mono()-t0))
+	for range steps {
+		pt.recs = append(pt.recs, stats.NewRecorder(c, stats.OneWay))
+	}
+	g.arrive()
+	if err := g.wait(ctx); err != nil {
+		return err
+	}
+	pt.msgs, err = run(g.measured(tr), pt.recs)
+	pt.end = stats.Mono()
+	return err
+}
