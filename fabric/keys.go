@@ -3,12 +3,11 @@
 package fabric
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"syscall"
 
+	"goverbs/internal/keyspace"
 	"goverbs/provider"
 )
 
@@ -29,7 +28,7 @@ func (t *keyTable) regLocked(pd *PD, base uintptr, n int, access provider.Access
 	for range 8 {
 		want := uint64(0)
 		if !d.feat.provKey {
-			want = uint64(t.newKeyLocked())
+			want = uint64(t.space.Pick())
 		}
 		var r fiReg
 		var key uint64
@@ -41,7 +40,7 @@ func (t *keyTable) regLocked(pd *PD, base uintptr, n int, access provider.Access
 					Detail: fmt.Sprintf("provider key %#x does not fit a 32-bit rkey", key)}
 			}
 			r.rkey = uint32(key)
-			t.reserveLocked(r.rkey)
+			t.space.Reserve(r.rkey)
 			return r, nil
 		}
 		if err != ENOKEY { // ENOKEY: the key is taken in this domain
@@ -52,64 +51,17 @@ func (t *keyTable) regLocked(pd *PD, base uintptr, n int, access provider.Access
 }
 
 // keyTable holds the lkeys (ours: libfabric has none) and reserves every
-// key handed out, rkeys included. Keys come from crypto/rand, are never
-// zero, and are not reused while among the last retiredKeys retired.
+// key handed out, rkeys included, in space (package keyspace: random,
+// never zero, quarantined after retirement).
 type keyTable struct {
-	mu      sync.RWMutex
-	lkeys   map[uint32]*MR
-	used    map[uint32]struct{}
-	retired map[uint32]struct{}
-	ring    []uint32
-	ringPos int
-	live    int
+	mu    sync.RWMutex
+	lkeys map[uint32]*MR
+	space keyspace.Space // which numbers are free; guarded by mu
+	live  int
 }
-
-const retiredKeys = 1 << 16
 
 func (t *keyTable) init() {
 	t.lkeys = map[uint32]*MR{}
-	t.used = map[uint32]struct{}{}
-	t.retired = map[uint32]struct{}{}
-}
-
-func randomUint32() uint32 {
-	var b [4]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	return binary.LittleEndian.Uint32(b[:])
-}
-
-// newKeyLocked returns a non-zero key neither in use nor recently retired.
-// Precondition: t.mu is held for writing.
-func (t *keyTable) newKeyLocked() uint32 {
-	for {
-		k := randomUint32()
-		if k == 0 {
-			continue
-		}
-		if _, ok := t.used[k]; ok {
-			continue
-		}
-		if _, ok := t.retired[k]; ok {
-			continue
-		}
-		return k
-	}
-}
-
-func (t *keyTable) reserveLocked(k uint32) { t.used[k] = struct{}{} }
-
-// retireLocked frees k and remembers it for a while.
-// Precondition: t.mu is held for writing.
-func (t *keyTable) retireLocked(k uint32) {
-	delete(t.used, k)
-	if len(t.ring) < retiredKeys {
-		t.ring = append(t.ring, k)
-	} else {
-		delete(t.retired, t.ring[t.ringPos])
-		t.ring[t.ringPos] = k
-		t.ringPos = (t.ringPos + 1) % retiredKeys
-	}
-	t.retired[k] = struct{}{}
 }
 
 func (t *keyTable) liveMRs() []*MR {

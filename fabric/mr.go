@@ -202,9 +202,8 @@ func (m *MR) register() error {
 		return err
 	}
 	m.mr, m.desc, m.rkey = r.mr, r.desc, r.rkey
-	m.lkey = t.newKeyLocked()
+	m.lkey = t.space.New()
 	t.lkeys[m.lkey] = m
-	t.reserveLocked(m.lkey)
 	t.live++
 	return nil
 }
@@ -292,12 +291,11 @@ func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, 
 	}
 	old := m.mr
 	delete(t.lkeys, m.lkey)
-	t.retireLocked(m.lkey)
-	t.retireLocked(m.rkey)
+	t.space.Retire(m.lkey)
+	t.space.Retire(m.rkey)
 	m.pd, m.access, m.mr, m.desc, m.rkey = pd, nacc, r.mr, r.desc, r.rkey
-	m.lkey = t.newKeyLocked()
+	m.lkey = t.space.New()
 	t.lkeys[m.lkey] = m
-	t.reserveLocked(m.lkey)
 	if flags&provider.ReregTranslation != 0 {
 		m.pin.Unpin()
 		if m.mem != nil {
@@ -375,8 +373,8 @@ func (m *MR) Deregister() error {
 	}
 	m.dead = true
 	delete(t.lkeys, m.lkey)
-	t.retireLocked(m.lkey)
-	t.retireLocked(m.rkey)
+	t.space.Retire(m.lkey)
+	t.space.Retire(m.rkey)
 	t.live--
 	t.mu.Unlock()
 	err := _C_close(m.mr)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"goverbs/internal/keyspace"
 	"goverbs/provider"
 )
 
@@ -156,7 +157,7 @@ func (qp *QP) allocResources() error {
 		// Atomic operands are local buffers: FI_MR_LOCAL wants them
 		// registered.
 		mr, _, desc, err := _C_mr_reg(qp.pd.dom, uintptr(unsafe.Pointer(&qp.scratch[0])), 8*len(qp.scratch),
-			fiSend|fiWrite|fiRecv|fiRead, uint64(randomUint32()))
+			fiSend|fiWrite|fiRecv|fiRead, uint64(keyspace.Random32()))
 		if err != nil {
 			qp.freeResources()
 			return opErr("fi_mr_reg(atomic operands)", err)
