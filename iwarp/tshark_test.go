@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,17 +126,11 @@ func writePcap(t *testing.T, client, server [][]byte) string {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "iwarp-session.pcap")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return pcapgen.WriteTemp(t, "iwarp-session.pcap", buf.Bytes())
 }
 
-var tsharkArgs = []string{"--disable-protocol", "rpcordma", "-o", "tcp.try_heuristic_first:TRUE"}
-
 func tshark(t *testing.T, path string, args ...string) string {
-	return pcapgen.RunTshark(t, path, append(append([]string(nil), tsharkArgs...), args...)...)
+	return pcapgen.RunTsharkIWARP(t, path, args...)
 }
 
 func TestTsharkAgrees(t *testing.T) {

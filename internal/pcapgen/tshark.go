@@ -3,6 +3,7 @@ package pcapgen
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,4 +54,26 @@ func unexpectedStderr(s string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// IWARPTsharkArgs are the options iWARP captures need (WIRE.md §6): MPA is
+// a heuristic dissector that must run before the port-based ones, and
+// RPC-over-RDMA's heuristic misreads arbitrary payloads.
+var IWARPTsharkArgs = []string{"--disable-protocol", "rpcordma", "-o", "tcp.try_heuristic_first:TRUE"}
+
+// RunTsharkIWARP is RunTshark with IWARPTsharkArgs.
+func RunTsharkIWARP(tb testing.TB, path string, args ...string) string {
+	tb.Helper()
+	return RunTshark(tb, path, append(append([]string(nil), IWARPTsharkArgs...), args...)...)
+}
+
+// WriteTemp writes a capture into the test's temporary directory under
+// name and returns its path.
+func WriteTemp(tb testing.TB, name string, capture []byte) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), name)
+	if err := os.WriteFile(path, capture, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }

@@ -137,11 +137,7 @@ func writePcap(t *testing.T, fs []frame, mangle func(i int, pkt []byte)) string 
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "roce.pcap")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return pcapgen.WriteTemp(t, "roce.pcap", buf.Bytes())
 }
 
 func icrcOf(pkt []byte) uint32 { return binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) }

@@ -3,8 +3,6 @@ package iw
 import (
 	"bytes"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,19 +133,11 @@ func writeTranscript(t *testing.T, specs []fpduSpec, corrupt func(i int, fpdu []
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "iwarp.pcap")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return pcapgen.WriteTemp(t, "iwarp.pcap", buf.Bytes())
 }
 
-// tsharkArgs are the options WIRE.md §6 found necessary: MPA is a heuristic
-// dissector, and RPC-over-RDMA's heuristic misreads arbitrary payloads.
-var tsharkArgs = []string{"--disable-protocol", "rpcordma", "-o", "tcp.try_heuristic_first:TRUE"}
-
 func tshark(t *testing.T, path string, args ...string) string {
-	return pcapgen.RunTshark(t, path, append(append([]string(nil), tsharkArgs...), args...)...)
+	return pcapgen.RunTsharkIWARP(t, path, args...)
 }
 
 func TestTsharkDecodesTranscript(t *testing.T) {
