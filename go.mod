@@ -1,4 +1,4 @@
-module goverbs
+module github.com/goverbs/goverbs
 
 go 1.26.0
 

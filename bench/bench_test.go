@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // BenchmarkSampleOverhead is the tool's own cost per latency sample: the

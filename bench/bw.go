@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // stream is one bandwidth phase (warm-up or measurement) of a worker: on

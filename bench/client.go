@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/bench/report"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Options are the parts of a run that are not its configuration: where

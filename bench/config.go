@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // Config describes a run. The zero value of every field means its default;

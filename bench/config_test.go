@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func TestCheckRejects(t *testing.T) {

@@ -3,8 +3,8 @@ package bench
 import (
 	"encoding/binary"
 
-	"goverbs/mem"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // conn is one side of one RDMA connection: its QP, its registered buffer

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // measurement is what one side's active jobs measured in a trial, in a

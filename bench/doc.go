@@ -4,7 +4,7 @@
 //
 // [Run] takes a [Config] (the tests, the transport, sizes, iterations or
 // duration, depths, placement and validation) and returns
-// [goverbs/bench/report.Result] values, each RDMA latency or bandwidth
+// [github.com/goverbs/goverbs/bench/report.Result] values, each RDMA latency or bandwidth
 // result compared with its socket baseline. [Serve] is the other process of
 // a two-process run. [Tests] lists the test catalogue, [Transports] the
 // transport registry.
@@ -23,7 +23,7 @@
 // # Tests
 //
 // Latency tests run one operation at a time and record every sample
-// ([goverbs/bench/stats.Recorder], pre-allocated, monotonic clock, one clock
+// ([github.com/goverbs/goverbs/bench/stats.Recorder], pre-allocated, monotonic clock, one clock
 // read per sample). write-lat is perftest's: each side polls its own buffer
 // for the peer's WRITE, then writes back, and reports RTT/2. Polling memory
 // that another goroutine writes is a data race to Go's race detector, so a

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"sync"
 
-	"goverbs/bench/report"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // inProcess hands the server side of an in-process run the providers the

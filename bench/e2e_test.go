@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/report"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // tiny is a configuration small enough for tests: a handful of

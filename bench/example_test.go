@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // A run in one process: WRITE latency beside the TCP baseline, every byte

@@ -3,8 +3,8 @@ package bench
 import (
 	"bytes"
 
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // span is how long a loop runs: iters operations, or until a Mono reading.

@@ -3,7 +3,7 @@ package bench
 import (
 	"testing"
 
-	"goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/internal/leakcheck"
 )
 
 // TestMain fails the tests if a run leaves goroutines behind: every

@@ -3,7 +3,7 @@ package bench
 import (
 	"fmt"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // params are the settings of one test session after defaults and device

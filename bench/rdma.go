@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/provider"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // rdmaSession is one side of an RDMA latency or bandwidth test: the

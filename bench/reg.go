@@ -5,8 +5,8 @@ import (
 	"errors"
 	"os"
 
-	"goverbs/bench/stats"
-	"goverbs/mem"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/mem"
 )
 
 // regSteps name the series of the reg test. reg registers prefaulted

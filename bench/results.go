@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"goverbs/bench/report"
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // transportOf names the transport a test's results are reported under.

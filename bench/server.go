@@ -7,7 +7,7 @@ import (
 	"net"
 	"os"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Serve accepts one client on ln and runs the server side of its run:

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"goverbs/mem"
-	"goverbs/provider"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // device is one open device of a side, with the workers that drive its

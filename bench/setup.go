@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"goverbs/bench/stats"
-	"goverbs/provider"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // setupSteps name the series of the setup test, in the order its

@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // ping writes message seq and reads the echo; validating, it checks the

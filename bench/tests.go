@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Kind is the family of a test, which decides its defaults, its loops and

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"goverbs/loopback"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Reach says where the peers of a transport's devices may be.

@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"goverbs/fabric"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // fabric is registered in every build: without cgo and the libfabric tag

@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"goverbs/iwarp"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/provider"
 )
 
 func init() {

@@ -3,8 +3,8 @@ package bench
 import (
 	"net"
 
-	"goverbs/provider"
-	"goverbs/roce"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/roce"
 )
 
 func init() {

@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"goverbs/provider"
-	"goverbs/shm"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/shm"
 )
 
 func init() {

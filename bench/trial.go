@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // session is one test on one side of a run, set up once and measured at

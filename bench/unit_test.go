@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/mem"
+	"github.com/goverbs/goverbs/mem"
 )
 
 // TestSendQueue drives the send queue through random-looking posts and

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // worker is one goroutine's share of a device: a CQ and the connections

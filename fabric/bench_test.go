@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/verbs"
 	"golang.org/x/sys/unix"
-	"goverbs/verbs"
 )
 
 // The benchmarks compare goverbs over libfabric with libfabric alone, in

@@ -8,7 +8,7 @@ import (
 	"math"
 	"syscall"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // features are what the device learned from fi_getinfo and

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/fabric"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Child processes: the test binary re-executes itself to be a peer that can

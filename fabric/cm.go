@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Connection management: libfabric's passive endpoint, fi_connect,

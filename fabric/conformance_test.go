@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/fabric"
-	"goverbs/internal/conformance"
-	"goverbs/internal/leakcheck"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func TestMain(m *testing.M) {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Dial implements provider.Device: addr is the listener's "host:port".

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // CQ is a completion queue. Its work completions live in a Go ring of the

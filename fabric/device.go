@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Provider opens devices of one libfabric provider. It implements
@@ -164,7 +164,7 @@ func (d *Device) event(ev provider.AsyncEvent) {
 		return
 	}
 	if d.evDropped > 0 && ev.Err == nil {
-		ev.Err = fmt.Errorf("goverbs/fabric: %d earlier asynchronous events were dropped", d.evDropped)
+		ev.Err = fmt.Errorf("github.com/goverbs/goverbs/fabric: %d earlier asynchronous events were dropped", d.evDropped)
 	}
 	select {
 	case d.events <- ev:

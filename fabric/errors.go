@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Errno is a libfabric error number (fi_errno(3)): POSIX errno values below
@@ -116,7 +116,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := "goverbs/fabric: " + e.Op + ": " + e.Errno.Error()
+	s := "github.com/goverbs/goverbs/fabric: " + e.Op + ": " + e.Errno.Error()
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -146,9 +146,9 @@ func opErr(op string, err error, detail ...any) error {
 		return &Error{Op: op, Errno: e, Class: e.Class(), Detail: d}
 	}
 	if d != "" {
-		return fmt.Errorf("goverbs/fabric: %s: %s: %w", op, d, err)
+		return fmt.Errorf("github.com/goverbs/goverbs/fabric: %s: %s: %w", op, d, err)
 	}
-	return fmt.Errorf("goverbs/fabric: %s: %w", op, err)
+	return fmt.Errorf("github.com/goverbs/goverbs/fabric: %s: %w", op, err)
 }
 
 // completionStatus maps the fi_errno of an error completion (fi_cq_readerr)

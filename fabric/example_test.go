@@ -8,8 +8,8 @@ import (
 	"log"
 	"time"
 
-	"goverbs/fabric"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Example connects two QPs through libfabric's tcp provider on the loopback

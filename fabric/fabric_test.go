@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/fabric"
-	"goverbs/internal/conformance"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // side is one end of a connection made by connectPair.

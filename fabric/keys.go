@@ -7,8 +7,8 @@ import (
 	"sync"
 	"syscall"
 
-	"goverbs/internal/keyspace"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/keyspace"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // fiReg is one fi_mr_reg.

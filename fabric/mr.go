@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // PD is a protection domain: one libfabric domain (fi_domain). Regions and

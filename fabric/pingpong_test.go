@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/mem"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // pingPonger is one side of goverbs' counterpart of fi_pingpong: a QP

@@ -9,8 +9,8 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/internal/keyspace"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/keyspace"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // QP is a reliable-connected queue pair over a connected libfabric endpoint

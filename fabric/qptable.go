@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // qpTable maps the index in an operation context's tag to its QP, without

@@ -5,7 +5,7 @@ package fabric
 import (
 	"syscall"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // rwqe is a posted receive.

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Spec names a libfabric device: a provider, optionally narrowed to one

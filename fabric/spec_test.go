@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 func TestParseSpec(t *testing.T) {

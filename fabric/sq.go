@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // swqe is a posted send work request.

@@ -5,7 +5,7 @@ package fabric
 import (
 	"fmt"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // errNoLibfabric is returned by every entry point of a build without

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
-	"goverbs/fabric"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestStub: without cgo and the libfabric tag every entry point says the

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // fail moves the QP to ERR because of an error found outside its work

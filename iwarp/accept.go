@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Accept connects qp to the initiator: the IRD/ORD and extensions are

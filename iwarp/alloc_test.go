@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // pair is two connected QPs on two devices, for the allocation checks and

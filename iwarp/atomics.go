@@ -1,6 +1,6 @@
 package iwarp
 
-import "goverbs/soft"
+import "github.com/goverbs/goverbs/soft"
 
 // RFC 7306 atomics carry masks that verbs' compare-and-swap and
 // fetch-and-add leave at their plain values (all ones, and zero). The

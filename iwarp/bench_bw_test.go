@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Bandwidth benchmarks: 1 MiB WRITEs and READs against a peer in another

@@ -12,9 +12,9 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/bench/stats"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Latency benchmarks, perftest method (ib_write_lat): each side polls the

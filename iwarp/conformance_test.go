@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/internal/conformance"
-	"goverbs/internal/leakcheck"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestMain lets the test binary serve as the peer of the cross-process

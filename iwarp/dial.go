@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Dial connects qp to the listener at addr ("host:port"): TCP, then the MPA

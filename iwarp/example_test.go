@@ -6,8 +6,8 @@ import (
 	"log"
 	"time"
 
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Example connects two iWARP devices over TCP on 127.0.0.1 and WRITEs into

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestExtensionsNeedBothPeers: against a peer that announces no goverbs

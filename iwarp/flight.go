@@ -3,8 +3,8 @@ package iwarp
 import (
 	"sync"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // entKind is what a send WQE (or an engine-internal probe) is on the wire,

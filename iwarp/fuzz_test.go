@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Fuzzing the receive path: whatever a peer sends after the MPA exchange,

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func must[T any](v T, err error) T {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Hostile peers: a raw TCP client completes the MPA exchange and then

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestReadsAtFullORD keeps the requester's ORD full of READs for many

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // maxPending bounds the connections a listener holds before an application

@@ -8,8 +8,8 @@ import (
 	"os"
 	"syscall"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // offer is what one side's MPA Request or Reply said (RFC 5044 §7.1, RFC

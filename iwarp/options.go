@@ -4,8 +4,8 @@ import (
 	"net"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Defaults of the options.

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // New returns a provider whose devices speak iWARP over TCP. Each Open

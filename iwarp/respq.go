@@ -3,7 +3,7 @@ package iwarp
 import (
 	"sync"
 
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // jobKind is what the responder owes the peer.

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Receive buffer sizing. The buffer holds any whole FPDU (the portable

@@ -3,9 +3,9 @@ package iwarp
 import (
 	"encoding/binary"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // rxMessage dispatches one segment. hdr is its DDP and RDMAP headers;

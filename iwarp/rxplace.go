@@ -1,9 +1,9 @@
 package iwarp
 
 import (
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Placement: moving a segment's payload into the memory it names, from the

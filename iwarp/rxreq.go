@@ -1,9 +1,9 @@
 package iwarp
 
 import (
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // The responder's side: requests on QN 1 (RDMA Read, atomics, FLUSH,

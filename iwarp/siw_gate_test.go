@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // siwRequest is the MPA Request Linux siw sends for rping: rev 2, E, IRD

@@ -3,9 +3,9 @@ package iwarp
 import (
 	"fmt"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // newTermError returns a protocol violation that must be answered with the

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/pcapgen"
-	"goverbs/internal/wire/iw"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // The tshark cross-check: a scripted session between two iWARP devices,

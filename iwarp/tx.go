@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // The send engine runs on whichever goroutine holds tx.mu. A poster

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"goverbs/internal/wire/iw"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // msgKind is how a message is cut into FPDUs.

@@ -3,7 +3,7 @@ package iwarp
 import (
 	"testing"
 
-	"goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/internal/wire/iw"
 )
 
 // TestULPDULimit checks that FPDUs never exceed the size asked for, and

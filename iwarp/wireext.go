@@ -3,7 +3,7 @@ package iwarp
 import (
 	"encoding/binary"
 
-	"goverbs/internal/wire/iw"
+	"github.com/goverbs/goverbs/internal/wire/iw"
 )
 
 // goverbs wire extensions. They travel only between peers that both

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // DefaultTimeout bounds a Dial whose context has no deadline.

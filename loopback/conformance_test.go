@@ -3,9 +3,9 @@ package loopback_test
 import (
 	"testing"
 
-	"goverbs/internal/conformance"
-	"goverbs/loopback"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestConformance runs the conformance suite with both sides on one

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // endpoint executes one QP's send queue against its peer QP.

@@ -3,8 +3,8 @@ package loopback
 import (
 	"fmt"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // execute performs one send WQE against the peer QP, as the peer's adapter

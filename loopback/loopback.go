@@ -29,8 +29,8 @@ import (
 	"strconv"
 	"sync"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Network connects the loopback devices opened from it.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"goverbs/mem"
+	"github.com/goverbs/goverbs/mem"
 )
 
 // Allocate a region, write to it, and close it.

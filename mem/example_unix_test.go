@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"goverbs/mem"
+	"github.com/goverbs/goverbs/mem"
 )
 
 // Map a file, write a record, make it durable, and read it back from the

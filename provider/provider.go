@@ -1,5 +1,5 @@
 // Package provider is the service-provider interface (SPI) between the public
-// [goverbs/verbs] API and the devices that implement it.
+// [github.com/goverbs/goverbs/verbs] API and the devices that implement it.
 //
 // It owns two things: the vocabulary every layer shares (access flags,
 // opcodes, work requests, work completions, QP attributes and states,
@@ -10,7 +10,7 @@
 // global registry, and adds what every provider needs and must not
 // duplicate — argument validation, object lifetimes and typed errors.
 //
-// A provider may be the shared software device [goverbs/soft] with a link
+// A provider may be the shared software device [github.com/goverbs/goverbs/soft] with a link
 // (loopback, iWARP over TCP, RoCEv2 over UDP, shared memory) plugged in, or a
 // backend onto real RDMA hardware. This package imports only the standard
 // library.

@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"testing"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestSteadyStateAllocations moves WRITEs, READs and SENDs between two

@@ -3,8 +3,8 @@
 package roce_test
 
 import (
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // With -tags roce_vs_iwarp the benchmarks also run over the iWARP

@@ -17,9 +17,9 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/bench/stats"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Benchmarks against a peer in another process, so that each side's CPU can

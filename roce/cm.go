@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // cmConn is the side channel of one connection. Writes are serialized by

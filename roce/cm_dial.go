@@ -7,8 +7,8 @@ import (
 	"net"
 	"os"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Dial connects qp to the listener at addr (a TCP host:port): it sends a

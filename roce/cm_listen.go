@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // handshakeTimeout bounds how long a side-channel client may take to send

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/netip"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // The side channel: a TCP connection carrying the out-of-band exchange

@@ -3,9 +3,9 @@ package roce
 import (
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // The completer: how responses finish WQEs (IBA 9.7.5.1, 9.9.3; rxe_comp.c

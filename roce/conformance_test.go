@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/conformance"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // providers remembers the provider of each device a test opened, for its

@@ -3,8 +3,8 @@ package roce
 import (
 	"sync/atomic"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // counter names one transport counter. The turn's holder increments them;

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // engine is a device's protocol engine: the requester and responder state

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/internal/wire/ib"
 )
 
 // maxPacket is the longest RoCEv2 packet at MTU 4096: BTH, the largest

@@ -6,8 +6,8 @@ import (
 	"log"
 	"time"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Two RoCEv2 devices on the loopback interface: the listener shares a

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Loss, reordering, duplication and corruption at the socket seam, under a

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/roce"
+	"github.com/goverbs/goverbs/roce"
 )
 
 // faultConn is a fault-injecting wrapper at the socket seam, in the manner

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"testing"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestForeignPackets sends what does not belong to a connection: garbage,

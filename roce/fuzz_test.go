@@ -3,8 +3,8 @@ package roce
 import (
 	"testing"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // FuzzPacket delivers arbitrary packets to both QPs of a simulation in the

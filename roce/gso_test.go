@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // connectPair connects a new QP on a to a new QP on b through the

@@ -3,7 +3,7 @@ package roce
 import (
 	"net/netip"
 
-	"goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/internal/wire/ib"
 )
 
 // seedCache remembers ICRC seeds (ib.ICRCSeed) by peer and packet length:

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"sync"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // link is a device's RoCEv2 transport: the soft.Link of one device, with

@@ -3,10 +3,10 @@ package roce_test
 import (
 	"testing"
 
-	"goverbs/internal/conformance"
-	"goverbs/internal/leakcheck"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func TestMain(m *testing.M) {

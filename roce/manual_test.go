@@ -5,8 +5,8 @@ import (
 	"net"
 	"testing"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestManualConnect connects QPs of two devices by Modify, as

@@ -4,8 +4,8 @@ import (
 	"net"
 	"net/netip"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Per-packet overhead beyond the payload: IP and UDP headers, the BTH, the

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Port is the UDP port of RoCEv2 (IBA Annex A17; IANA "roce"). Linux rxe

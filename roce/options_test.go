@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // TestPeerPortAndICRCPolicy checks the two interop options on a packet of

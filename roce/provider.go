@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Provider opens RoCEv2 devices. It implements provider.Provider; pass it

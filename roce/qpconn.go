@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Flags an Endpoint call leaves for the engine (qpConn.pending).

@@ -3,8 +3,8 @@ package roce
 import (
 	"encoding/binary"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Request packet builders. Header composition follows the RC opcode table

@@ -3,9 +3,9 @@ package roce
 import (
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // wqeKind says what completes a send WQE on the wire.

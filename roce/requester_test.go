@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 const rw = provider.AccessLocalWrite | provider.AccessRemoteWrite | provider.AccessRemoteRead

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // maxDMALen is the longest message a RETH may announce (rxe

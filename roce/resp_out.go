@@ -1,9 +1,9 @@
 package roce
 
 import (
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // respKind is the kind of a queued response.

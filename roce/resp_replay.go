@@ -1,7 +1,7 @@
 package roce
 
 import (
-	"goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/internal/wire/ib"
 )
 
 // resKind is what a responder resource remembers.

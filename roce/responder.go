@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // responder is the receive half of a QP (IBA 9.7.3-9.7.5; rxe_resp.c):

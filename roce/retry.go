@@ -3,8 +3,8 @@ package roce
 import (
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Retransmission: go-back-N from the first PSN the responder did not

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // A deterministic simulation of two devices: each engine runs on the test

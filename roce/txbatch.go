@@ -3,8 +3,8 @@ package roce
 import (
 	"net/netip"
 
-	"goverbs/internal/wire/ib"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // hdrCap holds the BTH and the longest extension headers of any packet

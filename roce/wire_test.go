@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/internal/pcapgen"
-	"goverbs/internal/wire/ib"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Independent checks of the wire: a scripted session that makes each side

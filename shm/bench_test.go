@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"goverbs/bench/stats"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // BenchmarkWriteLatency measures the one-way latency of an 8-byte WRITE

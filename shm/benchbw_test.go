@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/mem"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // sink is a connection to a child process that registered a 64 MiB memfd

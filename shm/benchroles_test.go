@@ -13,9 +13,9 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/mem"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // pongChild is the passive side of the latency benchmark (perftest's

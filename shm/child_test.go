@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Tests that need a second process re-execute the test binary with

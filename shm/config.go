@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Notify is how a connection's engine learns that its peer published

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/internal/conformance"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestConformance runs the conformance suite with the peer in another

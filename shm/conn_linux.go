@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // conn is one connected QP: the link's soft.Endpoint.

@@ -3,7 +3,7 @@ package shm
 import (
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // counters are a connection's transport counters (verbs QP.Counters).

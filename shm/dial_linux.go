@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Dial connects qp to the listener at addr: it sends our hello, segment and

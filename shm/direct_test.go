@@ -7,8 +7,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 const rwa = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic | verbs.AccessFlushGlobal

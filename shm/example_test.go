@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"log"
 
-	"goverbs/mem"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Two devices connect over a Unix socket; the dialer WRITEs into memory the

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // exportRegion is a registered region a peer can map: its memory has a

@@ -3,8 +3,8 @@ package shm
 import (
 	"golang.org/x/sys/unix"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // fastPlan returns the peer region w targets if w may be performed directly

@@ -3,8 +3,8 @@ package shm
 import (
 	"fmt"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // protoVersion is the version of the connection protocol.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/conformance"
-	"goverbs/mem"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // side is one end of a test connection.

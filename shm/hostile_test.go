@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestReadOnlyRegionFaultsHostileWriter exports a read-only region to a

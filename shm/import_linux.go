@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // importRegion is a region the peer exported to us, mapped into our address

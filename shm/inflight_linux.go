@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // inflight holds the send WQEs whose requests went through the ring, in MSN

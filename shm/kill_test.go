@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/internal/conformance"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestPeerKilled streams WRITEs (direct, into the child's memfd) and READs

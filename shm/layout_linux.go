@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // A connection has two control segments, one per side. Each is a memfd that

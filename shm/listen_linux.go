@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // listener accepts connection requests on a Unix SOCK_SEQPACKET socket.

@@ -6,10 +6,10 @@ import (
 	"os"
 	"testing"
 
-	"goverbs/internal/conformance"
-	"goverbs/internal/leakcheck"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestMain serves the roles a test runs in a child process (the

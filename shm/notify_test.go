@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestNotifyModes exchanges SENDs with one side's QP in NotifyPoll mode

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // Provider opens one shared-memory device (a soft device with the shm

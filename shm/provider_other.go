@@ -2,7 +2,7 @@
 
 package shm
 
-import "goverbs/provider"
+import "github.com/goverbs/goverbs/provider"
 
 // Provider opens a shared-memory device; on this system Open fails with
 // ErrNotSupported.

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // readLoop is the reader goroutine: it handles the peer's control messages

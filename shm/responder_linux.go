@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // The responder: the engine serves the peer's ring requests in order, as

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/mem"
-	"goverbs/shm"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestDeregisterRevokes lets a child process WRITE to our region as hard as

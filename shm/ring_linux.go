@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Record types. Requests travel in the requester's request ring, responses

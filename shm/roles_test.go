@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/internal/conformance"
-	"goverbs/mem"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 const sockEnv = "GOVERBS_SHM_SOCK"

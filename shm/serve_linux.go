@@ -1,8 +1,8 @@
 package shm
 
 import (
-	"goverbs/provider"
-	"goverbs/soft"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // serveSend places a fragment of a SEND into the receive it consumes. The

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/mem"
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // local is this side's half of a connection: the control segment we write

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Control messages travel over a SOCK_SEQPACKET Unix socket, one message per

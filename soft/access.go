@@ -1,7 +1,7 @@
 package soft
 
 import (
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Fault says why a remote access was refused. Links map it onto their wire's

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // CQ is a completion queue: a fixed ring of work completions.

@@ -23,7 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Config sets a device's name and limits. Zero fields take defaults.

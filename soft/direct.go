@@ -1,6 +1,6 @@
 package soft
 
-import "goverbs/provider"
+import "github.com/goverbs/goverbs/provider"
 
 // Helpers for links whose initiators reach a peer's memory directly (shared
 // memory): the initiator repeats the responder's checks against descriptors

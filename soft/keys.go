@@ -3,7 +3,7 @@ package soft
 import (
 	"sync"
 
-	"goverbs/internal/keyspace"
+	"github.com/goverbs/goverbs/internal/keyspace"
 )
 
 // keyRef is what a key names: the lkey or rkey of a region, or the rkey of a

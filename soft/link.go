@@ -3,7 +3,7 @@ package soft
 import (
 	"context"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Link is a transport for a soft device: it carries the device's work to

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // MR is a registered memory region of a soft device.

@@ -3,7 +3,7 @@ package soft
 import (
 	"fmt"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // MW is a memory window: a view of part of a region, with its own rkey and

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // QP is a reliable-connected queue pair of a soft device.

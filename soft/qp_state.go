@@ -3,7 +3,7 @@ package soft
 import (
 	"fmt"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // CheckConnectable reports whether the QP may start a connection: it must

@@ -1,7 +1,7 @@
 package soft
 
 import (
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // RecvWQE is a posted receive as a link sees it. Between QP.NextRecv and

@@ -1,7 +1,7 @@
 package soft
 
 import (
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // wqeState is where a work queue element is in its life.

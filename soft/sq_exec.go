@@ -1,7 +1,7 @@
 package soft
 
 import (
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // NextSend hands the link the next send WQE it may start, or nil when there

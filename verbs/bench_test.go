@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"goverbs/loopback"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // pair is two connected loopback QPs with registered buffers.

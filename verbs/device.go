@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Device is an open RDMA device.

@@ -7,8 +7,8 @@ import (
 	"log"
 	"time"
 
-	"goverbs/loopback"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // endpoint is one side of the examples: a QP with its CQ and PD.

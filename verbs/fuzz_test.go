@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/loopback"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // The verbs error classes; every error the API returns must match one.

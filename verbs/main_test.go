@@ -3,7 +3,7 @@ package verbs_test
 import (
 	"testing"
 
-	"goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }

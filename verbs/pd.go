@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // PD is a protection domain. Regions, windows and QPs of one PD reach each

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"goverbs/provider"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // QPInitAttr are the attributes of a new queue pair.

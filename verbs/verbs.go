@@ -42,7 +42,7 @@
 // CQ are returned in order to whichever goroutine polls.
 package verbs
 
-import "goverbs/provider"
+import "github.com/goverbs/goverbs/provider"
 
 // The vocabulary of the API, shared with providers.
 type (

@@ -1,6 +1,6 @@
 // Package report turns benchmark measurements into what goverbs bench
 // prints and writes: results, tables, JSON lines, CSV, plots, threshold
-// verdicts and end-to-end projections. Like [goverbs/bench/stats], which it
+// verdicts and end-to-end projections. Like [github.com/goverbs/goverbs/bench/stats], which it
 // builds on, it does not depend on the RDMA API.
 //
 // # Results

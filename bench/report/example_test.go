@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/bench/report"
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 func ExampleCheck() {

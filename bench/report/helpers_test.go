@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

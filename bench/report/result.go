@@ -3,7 +3,7 @@ package report
 import (
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // Result is the outcome of one test at one message size: one JSON line, one

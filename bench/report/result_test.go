@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 func TestNewLatency(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // WriteTable writes results as readable tables: latency results first, then

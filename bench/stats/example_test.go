@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"goverbs/bench/stats"
+	"github.com/goverbs/goverbs/bench/stats"
 )
 
 // A ping-pong latency test records round-trip times and reports RTT/2.

@@ -10,8 +10,8 @@ import (
 	"os"
 	"slices"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // benchCmd is goverbs bench: a run in one process, the client of a

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // benchFlags are goverbs bench's flags and where they land.

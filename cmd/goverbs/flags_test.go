@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 func parseArgs(t *testing.T, args ...string) *benchFlags {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // transportInfo is what goverbs info reports about one transport.

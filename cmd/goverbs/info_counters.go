@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"goverbs/bench"
-	"goverbs/provider"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // counterProbe is what goverbs info --counters reports for one transport:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestInfoCounters checks that info --counters runs its exchange over every

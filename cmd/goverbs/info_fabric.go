@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"goverbs/fabric"
+	"github.com/goverbs/goverbs/fabric"
 )
 
 // fabricInfo is what goverbs info reports of the libfabric providers

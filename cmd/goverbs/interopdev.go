@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"sync"
 
-	"goverbs/iwarp"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // iwarpFlags select the iWARP device options of the interop commands.

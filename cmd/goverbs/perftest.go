@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"goverbs/bench/report"
-	"goverbs/interop/perftest"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/interop/perftest"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 const perftestUsage = `Usage: goverbs bench --perftest --test TEST --connect HOST[:PORT] [flags]   client

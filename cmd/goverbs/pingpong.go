@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"goverbs/interop/pingpong"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/pingpong"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 const pingpongUsage = `Usage: goverbs pingpong [flags] SERVER     client, against ibv_rc_pingpong

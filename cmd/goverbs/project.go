@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // projectFlags are goverbs bench project's flags.

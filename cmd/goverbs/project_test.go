@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // TestProject checks the example: 80 ms of compute and 20 ms of

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"goverbs/interop/rping"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/rping"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 const rpingUsage = `Usage: goverbs rping -c -a SERVER [flags]     client, against rping -s

@@ -8,8 +8,8 @@ import (
 	"io"
 	"strings"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // Exit statuses.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 // goverbs runs the command and returns its exit status and output.

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"goverbs/bench"
-	"goverbs/bench/report"
+	"github.com/goverbs/goverbs/bench"
+	"github.com/goverbs/goverbs/bench/report"
 )
 
 const benchIntro = `Usage: goverbs bench [flags]

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 11 and 13: atomics, FLUSH, ATOMIC WRITE.

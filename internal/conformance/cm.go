@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 22: connection management.

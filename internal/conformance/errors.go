@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 16 and 17: flushing on error, RNR, dead peers.

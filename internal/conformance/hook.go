@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // HookPeer wraps p so that hook runs before and after every call: the

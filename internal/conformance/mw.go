@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 3 (re-registration) and 24 (memory windows), which the suite

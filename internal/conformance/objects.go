@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 1, 2 and 4: capabilities, object lifetimes, key randomness.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 8, 9, 10 and 12: SEND, WRITE, READ, zero length.

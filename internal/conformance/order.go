@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 18 and 19: fence, ORD/IRD, ordering.

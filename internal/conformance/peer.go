@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Peer is side B of a conformance test: a device the suite drives through

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"goverbs/mem"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Listen listens on p.Addr; once listening, it returns the same address.

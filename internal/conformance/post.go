@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 6 and 7: what may be posted when, and post-time limits.

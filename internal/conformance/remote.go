@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Cross-process peers: the test binary re-executes itself as the peer, which

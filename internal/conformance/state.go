@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"goverbs/mem"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/mem"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // SEMANTICS 3: registration rules.

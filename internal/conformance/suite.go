@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Env is one instance of the transport under test.

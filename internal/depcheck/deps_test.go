@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-const module = "goverbs"
+const module = "github.com/goverbs/goverbs"
 
 // rules lists, for every package of the module, the module packages and
 // external modules it may import (the standard library is always allowed,

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // bwClient is run_iter_bw: keep up to TxDepth operations of the test's

@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // channel is perftest's out-of-band channel. Every exchange is lock-step

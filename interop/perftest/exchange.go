@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // sysInfo is what the version step (V) settled: perftest's

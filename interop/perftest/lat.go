@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"goverbs/bench/stats"
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Data WR IDs.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Listener is a perftest server waiting for its client: a TCP listener

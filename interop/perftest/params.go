@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Test is one of perftest's six RC tests.

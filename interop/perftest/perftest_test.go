@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/interop/perftest"
-	"goverbs/iwarp"
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/perftest"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func openIWARP(t *testing.T) *verbs.Device {

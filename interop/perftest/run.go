@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
-	"goverbs/bench/stats"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Result is what one side measured.

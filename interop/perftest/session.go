@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // session is one side of one test: the exchange channel, the data QP and

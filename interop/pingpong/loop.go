@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // WR IDs, and pending bits, as rc_pingpong.c's.

@@ -9,8 +9,8 @@ import (
 	"net"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Config is one side's run; both sides must use the same Size.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/roce"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // The address message as ibv_rc_pingpong wrote it in the lab

@@ -5,8 +5,8 @@ import (
 	"context"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 type ctxT = context.Context

@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Config is one side's run.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Sizes rping accepts for -S (rping.c: RPING_MIN_BUFSIZE is 8 + 15, the

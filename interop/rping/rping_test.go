@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"goverbs/interop/rping"
-	"goverbs/iwarp"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/rping"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // The pattern of rping's first ping with the default size, as captured

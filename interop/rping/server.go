@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"goverbs/interop/internal/endpoint"
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/interop/internal/endpoint"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Serve answers one connection request as rping's server does (rping -s):

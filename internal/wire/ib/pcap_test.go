@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/pcapgen"
 )
 
 // The checks against independent implementations need tools from outside Go:

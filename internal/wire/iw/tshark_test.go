@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/pcapgen"
 )
 
 // These tests are the independent cross-check of the codecs: a transcript

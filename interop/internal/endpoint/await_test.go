@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // A peer that disconnects right after its last message (perftest's client

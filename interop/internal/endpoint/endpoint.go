@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Endpoint is one QP with its own PD and CQ (send and receive share it).

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"goverbs/verbs"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // TryPoll moves the completions the CQ holds into the stash without
