@@ -61,24 +61,18 @@ func connectPair(dev *verbs.Device, client, server endpoint, acceptData []byte) 
 	return info
 }
 
-// wait polls cq until one completion arrives and checks it succeeded.
+// wait waits for one completion on cq and checks it succeeded.
 func wait(cq *verbs.CQ) verbs.WorkCompletion {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	wc := make([]verbs.WorkCompletion, 1)
-	for {
-		if n, err := cq.Poll(wc); err != nil {
-			log.Fatal(err)
-		} else if n == 1 {
-			if err := wc[0].Err(); err != nil {
-				log.Fatal(err)
-			}
-			return wc[0]
-		}
-		if err := cq.Wait(ctx); err != nil {
-			log.Fatal(err)
-		}
+	if _, err := cq.PollWait(ctx, wc); err != nil {
+		log.Fatal(err)
 	}
+	if err := wc[0].Err(); err != nil {
+		log.Fatal(err)
+	}
+	return wc[0]
 }
 
 func register(pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
