@@ -20,6 +20,18 @@ import (
 // CPU columns give each side's user+system time per operation and per GiB
 // as "local / remote", with "-" where a side was not measured.
 func WriteTable(w io.Writer, results []Result) error {
+	return WriteTableWith(w, results, TableOptions{})
+}
+
+// TableOptions change how [WriteTableWith] lays out a table.
+type TableOptions struct {
+	// GbitsFirst puts the Gb/s column before MB/s, for readers used to
+	// perftest's --report_gbits.
+	GbitsFirst bool
+}
+
+// WriteTableWith is [WriteTable] with options.
+func WriteTableWith(w io.Writer, results []Result, opt TableOptions) error {
 	var lat, bw []*Result
 	for i := range results {
 		switch r := &results[i]; {
@@ -37,7 +49,11 @@ func WriteTable(w io.Writer, results []Result) error {
 		if len(lat) > 0 {
 			sb.WriteString("\n")
 		}
-		writeSection(&sb, "Bandwidth (MB/s = 10^6 B/s)", bandwidthHeader, bw, bandwidthRow)
+		header, row := bandwidthHeader, bandwidthRow
+		if opt.GbitsFirst {
+			header, row = swapped(header), func(r *Result) []string { return swapped(bandwidthRow(r)) }
+		}
+		writeSection(&sb, "Bandwidth (MB/s = 10^6 B/s)", header, bw, row)
 	}
 	writeNotes(&sb, results)
 	_, err := io.WriteString(w, sb.String())
@@ -74,6 +90,13 @@ func latencyRow(r *Result) []string {
 		cells = append(cells, stats.FormatMicros(v))
 	}
 	return append(cells, baselineCell(r.Baseline), cpuOpCell(r.CPU), cpuGiBCell(r.CPU))
+}
+
+// swapped exchanges the MB/s and Gb/s cells of a bandwidth row.
+func swapped(cells []string) []string {
+	out := slices.Clone(cells)
+	out[3], out[4] = out[4], out[3]
+	return out
 }
 
 func bandwidthRow(r *Result) []string {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/goverbs/goverbs/bench"
 	"github.com/goverbs/goverbs/bench/report"
@@ -37,8 +38,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	results, err := bench.Run(ctx, f.cfg, bench.Options{Connect: f.connect, Emit: out.emit, Progress: out.progress.Update})
 	out.progress.Clear()
 	if err != nil {
-		out.close()
-		return err
+		return out.partial(ctx, results, err)
 	}
 	if err := out.finish(results); err != nil {
 		return err
@@ -124,7 +124,7 @@ func (o *output) emit(r report.Result) error {
 
 // finish writes the table, the histograms and the plot.
 func (o *output) finish(results []report.Result) error {
-	err := report.WriteTable(o.table, sortForTable(results))
+	err := report.WriteTableWith(o.table, sortForTable(results), report.TableOptions{GbitsFirst: o.f.gbits})
 	if err == nil && o.f.histogram {
 		err = writeHistograms(o.table, results)
 	}
@@ -133,6 +133,47 @@ func (o *output) finish(results []report.Result) error {
 	}
 	return errors.Join(err, o.close())
 }
+
+// partial ends a run that failed or was interrupted: what finished is
+// written as a finished run's would be (table, histograms, plot), then a
+// line names what did not finish and why. Nothing measured is lost.
+func (o *output) partial(ctx context.Context, results []report.Result, cause error) error {
+	var ferr error
+	if len(results) > 0 {
+		ferr = o.finish(results)
+	} else {
+		ferr = o.close()
+	}
+	var missing []string
+	for _, t := range bench.Tests() {
+		if o.f.cfg.Requested(t.Name) && !slices.ContainsFunc(results, func(r report.Result) bool {
+			rt, ok := bench.TestOf(r.Test)
+			return ok && rt.Name == t.Name
+		}) {
+			missing = append(missing, t.Name)
+		}
+	}
+	what := "failed"
+	if ctx.Err() != nil {
+		what = "interrupted"
+	}
+	fmt.Fprintf(o.table, "\ngoverbs bench: %s after %d result(s)", what, len(results))
+	if len(missing) > 0 {
+		fmt.Fprintf(o.table, "; not finished: %s", strings.Join(missing, ", "))
+	}
+	fmt.Fprintf(o.table, " (%v)\n", cause)
+	if ctx.Err() != nil {
+		cause = &interruptedError{cause}
+	}
+	return errors.Join(cause, ferr)
+}
+
+// interruptedError is a run ended by SIGINT or SIGTERM: exit status 130,
+// as a shell reports a command killed by Ctrl-C.
+type interruptedError struct{ err error }
+
+func (e *interruptedError) Error() string { return "interrupted: " + e.err.Error() }
+func (e *interruptedError) Unwrap() error { return e.err }
 
 func (o *output) close() error {
 	if o.file == nil {

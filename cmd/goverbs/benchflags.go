@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,9 @@ type benchFlags struct {
 	histogram  bool
 	listen     string
 	connect    string
+	port       int
+	host       string // a positional argument that names no test: the server
+	gbits      bool
 	listTests  bool
 	noProgress bool
 }
@@ -73,14 +78,145 @@ func newBenchFlags() *benchFlags {
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress line on a terminal")
 	fs.StringVar(&f.listen, "listen", "", "serve one run for a client at `ADDR` (e.g. :18515); the client's flags decide the run")
 	fs.StringVar(&f.connect, "connect", "", "run against a server started with --listen at `ADDR` (host:port)")
+	f.perftestSpellings()
 	return f
+}
+
+// defaultPort is perftest's (and goverbs bench's) control port.
+const defaultPort = 18515
+
+// perftestSpellings registers the one-letter flags of perftest's
+// ib_*_lat / ib_*_bw, landing where their long forms do, so that an RDMA
+// engineer's habits work unchanged. A positional argument is a test
+// (write-lat, ib_write_lat, write_lat) or, as for perftest, the server's
+// host.
+func (f *benchFlags) perftestSpellings() {
+	fs, c := f.fs, &f.cfg
+	fs.Var(&f.sizes, "s", "message `sizes` (perftest -s; same as --size)")
+	fs.IntVar(&c.Iters, "n", 0, "`N` measured operations (perftest -n; same as --iters)")
+	fs.BoolVar(&f.all, "a", false, "every size from 2 B to 8 MiB (perftest -a; same as --all)")
+	fs.Var((*secondsFlag)(&c.Duration), "D", "measure each test and size for `seconds` (perftest -D; same as --duration)")
+	fs.IntVar(&c.QPs, "q", 1, "`N` QPs (perftest -q; same as --qps)")
+	fs.IntVar(&c.TxDepth, "t", 0, "`N` operations in flight (perftest -t; same as --tx-depth)")
+	fs.IntVar(&c.RxDepth, "r", 0, "`N` receives posted (perftest -r; same as --rx-depth)")
+	fs.IntVar(&c.CQMod, "Q", 0, "one signalled completion per `N` WRs (perftest -Q; same as --cq-mod)")
+	fs.Var(&f.inline, "I", "inline payloads up to `N` bytes (perftest -I; same as --inline)")
+	fs.IntVar(&f.port, "p", 0, "control `port` (perftest -p, default 18515): with a server host or --connect HOST, the client; alone or with --listen, the server")
+	fs.BoolVar(&f.gbits, "report_gbits", false, "bandwidth in Gb/s first (perftest --report_gbits): the table then leads with Gb/s, and JSON carries both")
+}
+
+// secondsFlag reads perftest's -D: whole seconds, or a Go duration.
+type secondsFlag time.Duration
+
+func (f *secondsFlag) String() string { return time.Duration(*f).String() }
+
+func (f *secondsFlag) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 {
+		*f = secondsFlag(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want seconds (5) or a duration (500ms), not %q", s)
+	}
+	*f = secondsFlag(d)
+	return nil
+}
+
+// parseInterleaved parses flags and positional arguments in any order
+// (goverbs bench write-lat -s 64, perftest's ib_write_lat -s 64 HOST): the
+// flag package stops at the first positional argument, so parsing resumes
+// after each. "--" ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// testAlias maps perftest's program names (ib_write_lat) and spellings
+// (write_lat) to goverbs bench's tests (write-lat); other names pass
+// through.
+func testAlias(name string) string {
+	n := strings.ReplaceAll(strings.TrimPrefix(name, "ib_"), "_", "-")
+	if _, ok := bench.LookupTest(n); ok {
+		return n
+	}
+	return name
+}
+
+// positional sorts the positional arguments into tests and, at most one,
+// the server's host.
+func (f *benchFlags) positional(args []string) error {
+	for _, a := range args {
+		if t := testAlias(a); t != a || isTestName(t) {
+			f.tests = append(f.tests, t)
+			continue
+		}
+		if f.host != "" {
+			return fmt.Errorf("unexpected argument %q: %q already names the server (tests: %s)", a, f.host, bench.TestNames())
+		}
+		f.host = a
+	}
+	return nil
+}
+
+func isTestName(s string) bool {
+	if _, ok := bench.LookupTest(s); ok {
+		return true
+	}
+	return s == "all" || s == "lat" || s == "bw"
+}
+
+// addresses resolves -p and a positional host into --listen and --connect,
+// as perftest does: a host makes this side the client, -p alone the server.
+func (f *benchFlags) addresses() error {
+	port := f.port
+	if port < 0 || port > 65535 {
+		return fmt.Errorf("-p %d: not a port", port)
+	}
+	withPort := func(addr string) string {
+		if _, _, err := net.SplitHostPort(addr); err == nil {
+			return addr
+		}
+		return net.JoinHostPort(strings.Trim(addr, "[]"), strconv.Itoa(cmp.Or(port, defaultPort)))
+	}
+	switch {
+	case f.host != "" && (f.connect != "" || f.listen != ""):
+		return fmt.Errorf("server host %q given twice: as an argument and with --connect or --listen", f.host)
+	case f.host != "":
+		f.connect = withPort(f.host)
+	case f.connect != "":
+		f.connect = withPort(f.connect)
+	case f.listen != "":
+		if port != 0 {
+			f.listen = withPort(f.listen)
+		}
+	case port != 0:
+		f.listen = withPort("")
+	}
+	return nil
 }
 
 // parseBench parses goverbs bench's command line into a configuration.
 func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, error) {
 	f := newBenchFlags()
-	if err := parse(f.fs, "bench", args, printBenchUsage, stdout, stderr); err != nil {
+	pos, err := parseFlags(f.fs, "bench", args, printBenchUsage, stdout)
+	if err != nil {
 		return nil, err
+	}
+	if err := f.positional(pos); err != nil {
+		return nil, &UsageError{Cmd: "bench", Err: err}
 	}
 	return f, f.finish()
 }
@@ -91,6 +227,9 @@ func (f *benchFlags) finish() error {
 		return &UsageError{Cmd: "bench", Err: fmt.Errorf(format, args...)}
 	}
 	c := &f.cfg
+	if err := f.addresses(); err != nil {
+		return bad("%v", err)
+	}
 	c.Tests = f.tests
 	switch {
 	case f.all && len(f.sizes) > 0:
@@ -138,7 +277,7 @@ func (l *listFlag) String() string { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error {
 	for part := range strings.SplitSeq(s, ",") {
 		if part = strings.TrimSpace(part); part != "" {
-			*l = append(*l, part)
+			*l = append(*l, testAlias(part))
 		}
 	}
 	return nil

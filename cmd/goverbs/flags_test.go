@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,66 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%T) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+// TestPerftestSpellings checks that perftest's habits land where the long
+// forms do: positional tests and ib_* names, one-letter flags, -D seconds,
+// -p with and without a server host.
+func TestPerftestSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		check func(*benchFlags) bool
+	}{
+		{[]string{"write-lat"}, func(f *benchFlags) bool { return slices.Equal(f.cfg.Tests, []string{"write-lat"}) }},
+		{[]string{"ib_write_lat", "read_bw"}, func(f *benchFlags) bool {
+			return slices.Equal(f.cfg.Tests, []string{"write-lat", "read-bw"})
+		}},
+		{[]string{"--test", "ib_send_bw"}, func(f *benchFlags) bool { return slices.Equal(f.cfg.Tests, []string{"send-bw"}) }},
+		{[]string{"write-lat", "-s", "64", "-n", "1000"}, func(f *benchFlags) bool {
+			return slices.Equal(f.cfg.Tests, []string{"write-lat"}) && slices.Equal(f.cfg.Sizes, []int64{64}) && f.cfg.Iters == 1000
+		}},
+		{[]string{"-a"}, func(f *benchFlags) bool { return slices.Equal(f.cfg.Sizes, report.AllSizes()) }},
+		{[]string{"-D", "5"}, func(f *benchFlags) bool { return f.cfg.Duration == 5*time.Second }},
+		{[]string{"-D", "250ms"}, func(f *benchFlags) bool { return f.cfg.Duration == 250*time.Millisecond }},
+		{[]string{"-q", "4", "-t", "32", "-r", "64", "-Q", "8", "-I", "0"}, func(f *benchFlags) bool {
+			return f.cfg.QPs == 4 && f.cfg.TxDepth == 32 && f.cfg.RxDepth == 64 && f.cfg.CQMod == 8 && f.cfg.NoInline
+		}},
+		{[]string{"--report_gbits"}, func(f *benchFlags) bool { return f.gbits }},
+		{[]string{"-p", "19000"}, func(f *benchFlags) bool { return f.listen == ":19000" && f.connect == "" }},
+		{[]string{"write-lat", "-p", "19000", "server1"}, func(f *benchFlags) bool {
+			return f.connect == "server1:19000" && f.listen == "" && slices.Equal(f.cfg.Tests, []string{"write-lat"})
+		}},
+		{[]string{"server1"}, func(f *benchFlags) bool { return f.connect == "server1:18515" }},
+		{[]string{"--connect", "10.0.0.1"}, func(f *benchFlags) bool { return f.connect == "10.0.0.1:18515" }},
+		{[]string{"--connect", "10.0.0.1:7"}, func(f *benchFlags) bool { return f.connect == "10.0.0.1:7" }},
+		{[]string{"--listen", ":7"}, func(f *benchFlags) bool { return f.listen == ":7" }},
+	} {
+		if f := parseArgs(t, tc.args...); !tc.check(f) {
+			t.Errorf("%q: got %+v", tc.args, f.cfg)
+		}
+	}
+	for _, bad := range [][]string{
+		{"host1", "host2"},
+		{"host1", "--connect", "host2:1"},
+		{"-p", "70000"},
+		{"-D", "-1"},
+	} {
+		if _, err := parseBench(bad, io.Discard, io.Discard); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+// TestReportGbits checks that --report_gbits leads the bandwidth table with
+// Gb/s, as perftest's flag does.
+func TestReportGbits(t *testing.T) {
+	code, out, errs := benchRun(t, "write-bw", "--no-baseline", "--report_gbits")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	i, j := strings.Index(out, "Gb/s"), strings.Index(out, "MB/s  ")
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("Gb/s should come before MB/s:\n%s", out)
 	}
 }

@@ -15,9 +15,10 @@ import (
 // Exit statuses.
 const (
 	exitOK        = 0
-	exitThreshold = 1 // a --threshold was not met
-	exitUsage     = 2 // bad command line
-	exitFailure   = 3 // the run failed
+	exitThreshold = 1   // a --threshold was not met
+	exitUsage     = 2   // bad command line
+	exitFailure   = 3   // the run failed
+	exitInterrupt = 130 // SIGINT or SIGTERM ended the run (128 + SIGINT)
 )
 
 // UsageError is a command line that cannot be run; main exits with
@@ -46,9 +47,12 @@ func exitCode(err error) int {
 	var te *report.ThresholdError
 	var ue *UsageError
 	var ce *bench.ConfigError
+	var ie *interruptedError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
+	case errors.As(err, &ie):
+		return exitInterrupt
 	case errors.As(err, &te):
 		return exitThreshold
 	case errors.As(err, &ue), errors.As(err, &ce):
@@ -129,14 +133,30 @@ func parse(fs *flag.FlagSet, cmd string, args []string, usage func(io.Writer), s
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return errHelp
-		}
-		return &UsageError{Cmd: cmd, Err: err}
+		return flagError(err, cmd, usage, stdout)
 	}
 	if fs.NArg() > 0 {
 		return &UsageError{Cmd: cmd, Err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
+}
+
+// parseFlags is parse for a command that takes positional arguments
+// among its flags; it returns them in order.
+func parseFlags(fs *flag.FlagSet, cmd string, args []string, usage func(io.Writer), stdout io.Writer) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, flagError(err, cmd, usage, stdout)
+	}
+	return pos, nil
+}
+
+func flagError(err error, cmd string, usage func(io.Writer), stdout io.Writer) error {
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stdout)
+		return errHelp
+	}
+	return &UsageError{Cmd: cmd, Err: err}
 }

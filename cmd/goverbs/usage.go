@@ -10,7 +10,7 @@ import (
 	"github.com/goverbs/goverbs/bench/report"
 )
 
-const benchIntro = `Usage: goverbs bench [flags]
+const benchIntro = `Usage: goverbs bench [TEST ...] [HOST] [flags]
 
 Measures what RDMA operations cost over a goverbs transport, beside plain
 TCP sockets on the same path. Without flags: WRITE, READ and SEND latency
@@ -29,7 +29,19 @@ process both sides share it, and on software transports the remote
 
 Two processes or machines: start "goverbs bench --listen :18515" on one,
 then "goverbs bench --connect HOST:18515 [flags]" on the other; the
-client's flags decide the run.
+client's flags decide the run. perftest's habits work too: tests as
+arguments (write-lat, ib_write_lat, write_lat), -s, -n, -a, -D, -q, -t,
+-r, -Q, -I, --report_gbits, and "-p PORT" alone for the server with
+"-p PORT HOST" for the client.
+
+Against perftest itself (ib_write_lat, ib_send_bw, ... on rxe or siw):
+"goverbs bench --perftest" speaks perftest's own exchange, so either side
+can be the C tool; see "goverbs bench --perftest -h". To see what a
+transport's engine did (retransmissions, probes, NAKs), "goverbs info
+--counters"; bench results carry the counters that moved (--json).
+
+Interrupted (Ctrl-C) or failed, a run prints the results that finished,
+names the tests that did not and why, and exits non-zero.
 
 Tests (--test):
 %s
@@ -39,12 +51,17 @@ Flags:
 const benchOutro = `
 Examples:
   goverbs bench
+  goverbs bench write-lat -s 64 -n 1000
+  goverbs bench ib_write_bw -a -D 2 --report_gbits
+  goverbs bench -p 18515                      # server
+  goverbs bench write-lat -p 18515 HOST       # client
   goverbs bench --test write-lat --all --plot lat.svg
   goverbs bench --test write-bw,read-bw --size 4K,64K,1M --qps 4 --threads 2 --bidir
   goverbs bench --test send-bw --duration 5s --json --output run.jsonl --threshold 'bw>1GB/s'
   goverbs bench --test reg,setup
 
-Exit status: 0 success, 1 a --threshold not met, 2 usage error, 3 the run failed.
+Exit status: 0 success, 1 a --threshold not met, 2 usage error, 3 the run
+failed, 130 interrupted.
 `
 
 func printBenchUsage(w io.Writer) {
