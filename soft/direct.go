@@ -13,17 +13,18 @@ func (qp *QP) RemoteAccess() provider.Access { return provider.Access(qp.remoteA
 
 // CheckDescriptor applies the checks of QP.Access that follow the key
 // lookup, in the same order, to a request for n bytes at addr needing need:
-// the QP's access flags qpAccess (which gate READ, WRITE and atomics, not
-// FLUSH), then the rights and the bounds (overflow included) of a region or
-// window [base, base+size) granting rights. The caller has found the
-// descriptor by rkey among the regions of the QP's protection domain. A
-// zero-length request passes without any check, as in QP.Access.
+// the QP's access flags qpAccess, which gate every remote right (READ,
+// WRITE, atomics, and FLUSH's global and persistent flush rights, as IBTA
+// 1.5 and rxe's check_qp_attr_access have it), then the rights and the
+// bounds (overflow included) of a region or window [base, base+size)
+// granting rights. The caller has found the descriptor by rkey among the
+// regions of the QP's protection domain. A zero-length request passes
+// without any check, as in QP.Access.
 func CheckDescriptor(qpAccess provider.Access, base, size uint64, rights provider.Access, addr, n uint64, need provider.Access) Fault {
 	if n == 0 {
 		return FaultNone
 	}
-	remote := need & (provider.AccessRemoteRead | provider.AccessRemoteWrite | provider.AccessRemoteAtomic)
-	if !qpAccess.Has(remote) {
+	if !qpAccess.Has(need & provider.AccessRemote) {
 		return FaultQPRights
 	}
 	if !rights.Has(need) {

@@ -77,8 +77,9 @@ type EstablishAttr struct {
 	Timeout    uint8
 	MinRNRTime uint8
 	// Access are the remote rights the QP grants. If zero, a QP being
-	// moved from RESET gets remote read, write and atomic (librdmacm's
-	// default); a QP already in INIT keeps its own.
+	// moved from RESET gets DefaultAccess (librdmacm's remote read, write
+	// and atomic, and the flush rights); a QP already in INIT keeps its
+	// own.
 	Access provider.Access
 }
 

@@ -16,6 +16,14 @@ func (qp *QP) CheckConnectable() error {
 	return nil
 }
 
+// DefaultAccess are the remote rights a QP connected from RESET grants
+// its peer: librdmacm's remote read, write and atomic, and the two flush
+// rights, which librdmacm (older than FLUSH) does not name. A QP grants
+// every right by default because each region and window still grants its
+// own; an application that wants the QP to refuse one moves it to INIT
+// with its access flags before connecting.
+const DefaultAccess = provider.AccessRemote
+
 // Establish moves a QP in RESET or INIT to RTS with the attributes a
 // connection manager negotiated, and attaches ep. It is how Listen/Dial
 // finish a connection.
@@ -31,7 +39,7 @@ func (qp *QP) Establish(ep Endpoint, a EstablishAttr) error {
 	if access == 0 {
 		access = t.Access
 		if qp.state == provider.StateReset {
-			access = provider.AccessRemoteRead | provider.AccessRemoteWrite | provider.AccessRemoteAtomic
+			access = DefaultAccess
 		}
 	}
 	t.Access = access

@@ -166,14 +166,44 @@ func testFlushPersistent(t *testing.T, e *Env) {
 	expectBytes(t, "persisted writes", c.peerBytes(tgt, 0, 4096), pattern(4096, 21))
 }
 
+// testFlushNeedsRight: a FLUSH needs its placement type's flush right on
+// the target region and on the target QP (IBTA 1.5, SEMANTICS 13 and 14).
+// Without either, the requester's FLUSH completes with REM_ACCESS_ERR and
+// both QPs go to ERR, as for any remote access violation.
 func testFlushNeedsRight(t *testing.T, e *Env) {
 	needOp(t, e, verbs.OpFlush)
+	const noFlush = verbs.AccessRemoteRead | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
 	for _, ft := range []verbs.FlushType{verbs.FlushGlobal, verbs.FlushPersistent} {
-		c := connect(t, e, ConnOpts{})
-		tgt := c.peerMR(4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite) // no flush right
-		c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpFlush, Flags: verbs.SendSignaled, Flush: ft, FlushLength: 64, Remote: tgt.Remote.At(0)})
-		expectWC(t, c.poll(1)[0], 1, verbs.StatusRemAccessErr)
-		c.waitState(verbs.StateErr)
+		right, typ := verbs.AccessFlushGlobal, "global"
+		if ft == verbs.FlushPersistent {
+			right, typ = verbs.AccessFlushPersistent, "persistent"
+		}
+		for _, tc := range []struct {
+			name     string
+			mrRight  verbs.Access // the flush right the region grants
+			qpAccess verbs.Access // the target QP's access flags (0: the default)
+		}{
+			{"region without the right", 0, 0},
+			{"QP without the right", right, noFlush},
+			{"QP with only the other right", right, noFlush | (verbs.AccessFlushGlobal|verbs.AccessFlushPersistent)&^right},
+		} {
+			t.Run(typ+"/"+tc.name, func(t *testing.T) {
+				spec := MRSpec{Size: 4096, Access: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | tc.mrRight}
+				if tc.mrRight == verbs.AccessFlushPersistent {
+					// Only a persistent region may grant flush-persistent.
+					if !e.B.Caps().Persistence {
+						t.Skipf("%s does not serve FLUSH to persistence", e.B.Caps().Transport)
+					}
+					spec.File = true
+				}
+				c := connect(t, e, ConnOpts{B: QPConfig{Access: tc.qpAccess}})
+				tgt := peerMR(t, e.B, spec)
+				c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpFlush, Flags: verbs.SendSignaled, Flush: ft, FlushLength: 64, Remote: tgt.Remote.At(0)})
+				expectWC(t, c.poll(1)[0], 1, verbs.StatusRemAccessErr)
+				c.waitState(verbs.StateErr)
+				c.waitPeerState(verbs.StateErr)
+			})
+		}
 	}
 }
 
