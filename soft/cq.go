@@ -48,16 +48,19 @@ func wakesSolicited(wc *provider.WorkCompletion) bool {
 	return wc.Flags&provider.WCSolicited != 0 || wc.Status != provider.StatusSuccess
 }
 
-// pushLocked appends wc. It returns false on overrun.
+// pushLocked appends wc. It reports whether this push overran the ring:
+// true only for the completion that found it full, so the overrun is
+// reported once. A CQ in error (or closed) takes nothing more; later
+// completions are part of the same overrun, already reported.
 // Precondition: cq.mu is held.
-func (cq *CQ) pushLocked(wc *provider.WorkCompletion) bool {
+func (cq *CQ) pushLocked(wc *provider.WorkCompletion) (overran bool) {
 	if cq.overrun || cq.closed {
-		return !cq.overrun
+		return false
 	}
 	if cq.n == len(cq.ring) {
 		cq.overrun = true
 		cq.wakeLocked()
-		return false
+		return true
 	}
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = *wc
 	cq.n++
@@ -65,7 +68,7 @@ func (cq *CQ) pushLocked(wc *provider.WorkCompletion) bool {
 		cq.solicited++
 	}
 	cq.wakeLocked()
-	return true
+	return false
 }
 
 func (cq *CQ) wakeLocked() {
@@ -75,18 +78,21 @@ func (cq *CQ) wakeLocked() {
 	}
 }
 
-// push adds one completion; on overrun it fails the CQ's QPs.
+// push adds one completion; the push that overruns the ring raises the
+// CQ's one EventCQError and fails its QPs.
 func (cq *CQ) push(wc *provider.WorkCompletion) {
 	cq.mu.Lock()
-	ok := cq.pushLocked(wc)
+	overran := cq.pushLocked(wc)
 	cq.mu.Unlock()
-	if !ok {
+	if overran {
 		cq.failOverrun()
 	}
 }
 
-// failOverrun moves every QP of an overrun CQ to ERR. It runs on its own
-// goroutine: the pusher may hold a QP's lock.
+// failOverrun raises the overrun's event and moves every QP of the CQ to
+// ERR. It is called once per CQ (the CQ stays in error: the ring is not
+// reopened), and fails the QPs on its own goroutine: the pusher may hold a
+// QP's lock.
 func (cq *CQ) failOverrun() {
 	cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: provider.ErrCQOverrun})
 	cq.mu.Lock()
