@@ -30,7 +30,8 @@
 //   - [Progress] draws a progress line on a terminal and nothing elsewhere.
 //   - [Plot] draws a latency CDF ([LatencyCDF]) or bandwidth against size
 //     ([BandwidthVsSize]) as SVG or PNG, with series labelled directly on
-//     their lines; [PlotResults] picks the plot for a run.
+//     their lines; [PlotResults] picks one plot for a run, [FigureOf] stacks
+//     every plot of a run (latency against size, distributions, bandwidth).
 //
 // # Flags
 //

@@ -221,11 +221,11 @@ func writeHistograms(w io.Writer, rs []report.Result) error {
 
 // plot draws the run's results to path (.svg or .png).
 func plot(path string, rs []report.Result) error {
-	p, err := report.PlotResults("goverbs bench", rs, 0)
+	f, err := report.FigureOf("goverbs bench", rs)
 	if err != nil {
 		return err
 	}
-	return p.WriteFile(path)
+	return f.WriteFile(path)
 }
 
 // listTests prints the test catalogue and the transports.

@@ -5,11 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/goverbs/goverbs/bench"
 	"github.com/goverbs/goverbs/bench/report"
+	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -20,35 +24,81 @@ type transportInfo struct {
 	Reach     string      `json:"reach"`
 	DataPath  string      `json:"data_path"`
 	Caps      *verbs.Caps `json:"caps,omitempty"`
+	Binds     *bindInfo   `json:"binds,omitempty"`
 	Error     string      `json:"error,omitempty"`
 
 	Counters *counterProbe `json:"counters,omitempty"` // with --counters
 }
 
+// infoFlags are goverbs info's flags.
+type infoFlags struct {
+	fs                    *flag.FlagSet
+	json, counters, names bool
+	only                  string
+}
+
+func newInfoFlags() *infoFlags {
+	f := &infoFlags{fs: flag.NewFlagSet("info", flag.ContinueOnError)}
+	f.fs.BoolVar(&f.json, "json", false, "one JSON object per transport")
+	f.fs.BoolVar(&f.counters, "counters", false, "run a short exchange over each transport in this process and show its QP and device counters")
+	f.fs.BoolVar(&f.names, "l", false, "list the transports' names only (ibv_devinfo -l)")
+	f.fs.StringVar(&f.only, "d", "", "show only the transport `NAME` (ibv_devinfo -d)")
+	return f
+}
+
 // infoCmd is goverbs info: every registered transport, a device opened on
 // it, its capabilities, and plainly who moves the bytes.
 func infoCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("info", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "one JSON object per transport")
-	counters := fs.Bool("counters", false, "run a short exchange over each transport in this process and show its QP and device counters")
-	if err := parse(fs, "info", args, printInfoUsage, stdout, stderr); err != nil {
+	f := newInfoFlags()
+	if err := parse(f.fs, "info", args, printInfoUsage, stdout, stderr); err != nil {
 		return err
 	}
+	asJSON, counters, names, only := &f.json, &f.counters, &f.names, &f.only
+	transports := bench.Transports()
+	if *only != "" {
+		t, err := bench.LookupTransport(*only)
+		if err != nil {
+			return &UsageError{Cmd: "info", Err: fmt.Errorf("-d: %w", err)}
+		}
+		t.Name = *only
+		transports = []bench.Transport{t}
+	}
+	if *names {
+		for _, t := range transports {
+			fmt.Fprintln(stdout, t.Name)
+		}
+		return nil
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%s\n\n", versionLine())
+	}
 	var infos []transportInfo
-	for _, t := range bench.Transports() {
+	for _, t := range transports {
 		in := probe(t)
 		if *counters && in.Error == "" {
 			in.Counters = probeCounters(t)
 		}
 		infos = append(infos, in)
 	}
+	if *only != "" {
+		return writeInfos(stdout, *asJSON, infos, nil)
+	}
 	fab := probeFabric()
-	if *asJSON {
+	return writeInfos(stdout, *asJSON, infos, &fab)
+}
+
+// writeInfos prints the transports' reports, and libfabric's when fab is
+// not nil.
+func writeInfos(stdout io.Writer, asJSON bool, infos []transportInfo, fab *fabricInfo) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, in := range infos {
 			if err := enc.Encode(in); err != nil {
 				return err
 			}
+		}
+		if fab == nil {
+			return nil
 		}
 		return enc.Encode(fab)
 	}
@@ -59,8 +109,57 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(stdout)
 	}
-	writeFabricInfo(stdout, fab)
+	if fab != nil {
+		writeFabricInfo(stdout, *fab)
+	}
 	return nil
+}
+
+// versionLine names the build: goverbs' module version (devel for a
+// checkout), the Go toolchain and the platform, as ibv_devinfo and fi_info
+// print their library's version.
+func versionLine() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path == module && bi.Main.Version != "" {
+			v = bi.Main.Version
+		} else {
+			for _, d := range bi.Deps {
+				if d.Path == module {
+					v = d.Version
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("goverbs %s (%s, %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// module is goverbs' module path.
+const module = "github.com/goverbs/goverbs"
+
+// bindInfo is what a device binds on the host: where a peer reaches it.
+type bindInfo struct {
+	Network string `json:"network"`       // "udp" (RoCEv2)
+	Addr    string `json:"addr"`          // IP:port
+	GID     string `json:"gid,omitempty"` // RoCEv2: the IPv4-mapped GID of the address
+}
+
+// addresser is a provider that can say where its device listens for
+// packets (roce's UDP port): a peer puts that in its address vector.
+type addresser interface {
+	Addr() (netip.AddrPort, error)
+}
+
+func binds(p provider.Provider) *bindInfo {
+	a, ok := p.(addresser)
+	if !ok {
+		return nil
+	}
+	ap, err := a.Addr()
+	if err != nil {
+		return nil
+	}
+	return &bindInfo{Network: "udp", Addr: ap.String(), GID: netip.AddrFrom16(ap.Addr().As16()).String()}
 }
 
 // probe opens one device of the transport and reads its capabilities.
@@ -79,6 +178,7 @@ func probe(t bench.Transport) transportInfo {
 	defer dev.Close()
 	caps := dev.Caps()
 	in.Caps, in.DataPath = &caps, caps.DataPath.String()
+	in.Binds = binds(ps[0])
 	return in
 }
 
@@ -105,6 +205,14 @@ func writeInfo(w io.Writer, in transportInfo) {
 	}
 	c := in.Caps
 	row("device", "%s (wire: %s)", c.Name, c.Transport)
+	switch b := in.Binds; {
+	case b != nil && b.GID != "":
+		row("binds", "%s %s, GID %s", strings.ToUpper(b.Network), b.Addr, b.GID)
+	case b != nil:
+		row("binds", "%s %s", strings.ToUpper(b.Network), b.Addr)
+	default:
+		row("binds", "nothing until Listen or Dial (its connection manager's address)")
+	}
 	row("data path", "%s", dataPathText(c.DataPath))
 	row("operations", "%s", c.Opcodes)
 	row("atomics", "%s", c.AtomicScope)

@@ -211,3 +211,29 @@ func (w *addrSniffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestInfoDevinfoHabits checks ibv_devinfo's habits: -l lists names, -d
+// shows one transport, roce says what it binds, a version line leads.
+func TestInfoDevinfoHabits(t *testing.T) {
+	code, out, errs := goverbs(t, "info", "-l")
+	if code != exitOK {
+		t.Fatalf("info -l: exit %d: %s", code, errs)
+	}
+	for _, name := range []string{"iwarp", "loopback", "roce", "shm"} {
+		if !strings.Contains("\n"+out, "\n"+name+"\n") {
+			t.Errorf("info -l lacks %s:\n%s", name, out)
+		}
+	}
+	code, out, errs = goverbs(t, "info", "-d", "roce")
+	if code != exitOK {
+		t.Fatalf("info -d roce: exit %d: %s", code, errs)
+	}
+	if !strings.HasPrefix(out, "goverbs ") || !strings.Contains(out, "binds") ||
+		!strings.Contains(out, "UDP 127.0.0.1:") || !strings.Contains(out, "GID ::ffff:127.0.0.1") ||
+		strings.Contains(out, "iwarp —") {
+		t.Errorf("info -d roce:\n%s", out)
+	}
+	if code, _, _ := goverbs(t, "info", "-d", "nosuch"); code != exitUsage {
+		t.Errorf("info -d nosuch: exit %d, want %d", code, exitUsage)
+	}
+}

@@ -101,18 +101,18 @@ func printProjectUsage(w io.Writer) {
 }
 
 func printInfoUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: goverbs info [--json]
+	fmt.Fprint(w, `Usage: goverbs info [-l] [-d NAME] [--json] [--counters]
 
-Lists every transport this build has, opens a device on each, and prints its
-capabilities: operations, atomics, what a WRITE completion proves, limits,
-and plainly whether the data path is software (a CPU moves the bytes) or
-hardware (an RDMA NIC does).
+Prints the build's version, then lists every transport this build has, opens
+a device on each, and prints its capabilities: the addresses it binds (roce:
+UDP address and GID), operations, atomics, what a WRITE completion proves,
+limits, and plainly whether the data path is software (a CPU moves the
+bytes) or hardware (an RDMA NIC does). As ibv_devinfo: -l lists the names,
+-d NAME shows one.
 
 Flags:
 `)
-	fs := flag.NewFlagSet("info", flag.ContinueOnError)
-	fs.Bool("json", false, "one JSON object per transport")
-	printFlags(w, fs)
+	printFlags(w, newInfoFlags().fs)
 }
 
 // printFlags lists a flag set as --name VALUE (-x VALUE for the one-letter
