@@ -8,6 +8,15 @@ import (
 	"math"
 )
 
+// Why a bitmap font and a line rasteriser of our own (font.go, this file:
+// about 200 lines) rather than golang.org/x/image's opentype, gofont and
+// vector packages: measured with Go 1.26, a program drawing text and lines
+// with those packages is 0.67 MB larger than one using only image/png
+// (3.43 MB against 2.77 MB), and they would add golang.org/x/image and
+// golang.org/x/text to the requirements of every module that imports
+// goverbs. What they buy is anti-aliasing; the PNG is the quick look and
+// the SVG, drawn by the viewer's own fonts, the figure to publish.
+
 // Raster text: the 5 × 7 font scaled up, with a column of spacing.
 const (
 	glyphScale = 2
