@@ -131,6 +131,7 @@ func (lis *listener) Close() error {
 		for c := range lis.shake {
 			c.Close() // its handshake goroutine fails and ends
 		}
+		clear(lis.shake)
 		queued := lis.queue
 		lis.queue = nil
 		lis.mu.Unlock()
@@ -173,13 +174,14 @@ func (lis *listener) acceptLoop() {
 }
 
 // shaking adds or removes a connection in handshake; adding fails once the
-// listener is closed.
+// listener is closed, removing once Close took (and closed) it.
 func (lis *listener) shaking(c net.Conn, add bool) bool {
 	lis.mu.Lock()
 	defer lis.mu.Unlock()
 	if !add {
+		_, ok := lis.shake[c]
 		delete(lis.shake, c)
-		return true
+		return ok
 	}
 	select {
 	case <-lis.done:
@@ -194,8 +196,11 @@ func (lis *listener) shaking(c net.Conn, add bool) bool {
 // queues it, or refuses it: a Reject Reply where the peer speaks MPA (it
 // asked for markers, a revision we lack, an RTR we cannot serve), a plain
 // close otherwise.
+//
+// The connection is the listener's (Close may close it) only while it is
+// in lis.shake; this goroutine takes it out before it hands the request
+// to Accept, after which the request, and then the QP, owns it.
 func (lis *listener) handshake(raw net.Conn) {
-	defer lis.shaking(raw, false)
 	c := raw
 	l := lis.link
 	remote := c.RemoteAddr().String()
@@ -211,6 +216,11 @@ func (lis *listener) handshake(raw net.Conn) {
 	}
 	if err == nil {
 		err = checkRequest(f, &o)
+	}
+	if !lis.shaking(raw, false) {
+		c.Close() // the listener closed it
+		lis.pending.Add(-1)
+		return
 	}
 	if err != nil {
 		if f != nil || errors.Is(err, errMPA) || errors.Is(err, iw.ErrMPABadRev) {
