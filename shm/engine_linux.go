@@ -168,6 +168,12 @@ func (e *engine) complete() bool {
 		c.notifyPeer()
 	}
 	if ack != e.acked {
+		if ack < e.acked {
+			// An acknowledgement never goes back: a peer that moves
+			// it is broken, and waiting on it would hang our WRs.
+			c.abort(errBadAck)
+			return false
+		}
 		raceAcquire()
 		e.acked = ack
 	}
@@ -200,7 +206,10 @@ func (e *engine) response(rec *record, payload []byte) error {
 	case recAtomicResp:
 		c.fl.with(rec.msn, func(w *soft.SendWQE) { soft.PutAtomicResult(w.Local, rec.total) })
 	case recError:
-		if provider.Status(rec.op) == provider.StatusSuccess {
+		// An error answers a request not yet acknowledged (MSNs start
+		// at 1). One that names no such request would leave the
+		// request it meant waiting for ever: the connection ends.
+		if provider.Status(rec.op) == provider.StatusSuccess || rec.msn <= e.acked {
 			bad = true
 			break
 		}
@@ -214,7 +223,10 @@ func (e *engine) response(rec *record, payload []byte) error {
 	return nil
 }
 
-var errBadResponse = fmt.Errorf("%w: malformed response record", provider.ErrProtocol)
+var (
+	errBadResponse = fmt.Errorf("%w: malformed response record", provider.ErrProtocol)
+	errBadAck      = fmt.Errorf("%w: acknowledgement moved back", provider.ErrProtocol)
+)
 
 // kickRunner restarts a runner that waits for ring space the peer freed.
 func (e *engine) kickRunner() bool {

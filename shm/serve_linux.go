@@ -149,8 +149,13 @@ func (e *engine) produceRead() bool {
 		}
 		tgt, f := e.c.qp.Access(r.rkey, r.addr+r.off, plen, provider.AccessRemoteRead)
 		if f != soft.FaultNone {
+			// The region was deregistered (or re-registered) between
+			// two fragments. Take the MSN before forgetting the job:
+			// r points into it, and an answer for MSN 0 matches no
+			// request, so the peer's READ would wait for ever.
+			msn := r.msn
 			e.read = readJob{}
-			e.accessFault(r.msn, f)
+			e.accessFault(msn, f)
 			return true
 		}
 		b, _, _ := e.txResp.reserve(int(plen))
