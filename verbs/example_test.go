@@ -27,7 +27,9 @@ func newEndpoint(dev *verbs.Device) endpoint {
 	if err != nil {
 		log.Fatal(err)
 	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+	// ForCM: the QP starts in INIT, as rdma_create_qp makes it, so that
+	// receives can be posted before the connection is up.
+	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, ForCM: true,
 		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		log.Fatal(err)
@@ -92,7 +94,6 @@ func Example() {
 	}
 	defer dev.Close()
 	client, server := newEndpoint(dev), newEndpoint(dev)
-	connectPair(dev, client, server, nil)
 
 	cbuf := register(client.pd, 16, verbs.AccessLocalWrite)
 	sbuf := register(server.pd, 16, verbs.AccessLocalWrite)
@@ -110,8 +111,9 @@ func Example() {
 		}
 	}
 
-	recv(server.qp, sbuf) // receives are posted before the peer sends
+	recv(server.qp, sbuf) // receives are posted before the connection is up
 	recv(client.qp, cbuf)
+	connectPair(dev, client, server, nil)
 	post(client.qp, cbuf, "ping")
 	wait(client.cq) // the SEND completed
 	wc := wait(server.cq)

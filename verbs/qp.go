@@ -16,9 +16,21 @@ type QPInitAttr struct {
 	Cap            QPCap
 	// SignalAll makes every send WR signalled.
 	SignalAll bool
+	// ForCM creates the QP in INIT, as librdmacm's rdma_create_qp does,
+	// so that receives can be posted before Dial or Accept: a SEND that
+	// arrives as soon as the connection is up then finds its receive.
+	// The QP grants its peer RemoteAccess (every remote right when zero;
+	// each region still grants its own). Without ForCM a QP starts in
+	// RESET, for applications that walk RESET → INIT → RTR → RTS with
+	// Modify; Dial and Accept take either.
+	ForCM bool
+	// RemoteAccess is the remote rights a ForCM QP grants (its
+	// qp_access_flags); ignored without ForCM.
+	RemoteAccess Access
 }
 
-// CreateQP creates a reliable-connected queue pair in RESET.
+// CreateQP creates a reliable-connected queue pair, in RESET, or in INIT
+// with init.ForCM.
 func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if init.SendCQ == nil || init.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
@@ -43,6 +55,17 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if init.ForCM {
+		access := init.RemoteAccess
+		if access == 0 {
+			access = AccessRemote
+		}
+		a := QPAttr{State: StateInit, Access: access, Port: 1}
+		if err := p.Modify(&a, AttrState|AttrAccessFlags|AttrPort); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("verbs: moving a new QP to INIT for the connection manager: %w", err)
+		}
 	}
 	undo = nil
 	return &QP{pd: pd, p: p, qpn: p.QPN(), sendCQ: init.SendCQ, recvCQ: init.RecvCQ}, nil

@@ -90,6 +90,9 @@ const (
 	AccessMWBind          = provider.AccessMWBind
 	AccessFlushGlobal     = provider.AccessFlushGlobal
 	AccessFlushPersistent = provider.AccessFlushPersistent
+	// AccessRemote is every remote right: WRITE, READ, atomics and both
+	// FLUSH types.
+	AccessRemote = provider.AccessRemote
 )
 
 // Send opcodes.
