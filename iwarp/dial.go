@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -33,7 +34,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	param = param.WithDefaults(l.dev.Caps())
 	c, err := l.dialTCP(ctx, addr)
 	if err != nil {
-		return provider.ConnInfo{}, err
+		return provider.ConnInfo{}, withCtxErr(ctx, err)
 	}
 	dl, _ := ctx.Deadline()
 	c.SetDeadline(dl)
@@ -45,7 +46,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err != nil {
 		interrupt()
 		c.Close()
-		return provider.ConnInfo{}, err
+		return provider.ConnInfo{}, withCtxErr(ctx, err)
 	}
 	c.SetDeadline(time.Time{})
 	ep := l.newEndpoint(qp, endpointParams{conn: c, crc: n.crc, ext: n.ext, ird: n.ird, ord: n.ord, initiator: true})
@@ -59,6 +60,23 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		PrivateData: o.ulp, LocalAddr: c.LocalAddr().String(), RemoteAddr: c.RemoteAddr().String(),
 		RemoteQPN: o.qpn, IRD: uint8(n.ird), ORD: uint8(n.ord),
 	}, nil
+}
+
+// withCtxErr adds ctx's end to err when that is why the Dial failed, so
+// that a Dial out of time matches context.DeadlineExceeded (and a
+// cancelled one context.Canceled) with errors.Is, as on every transport,
+// besides provider.ErrTimeout. The socket deadline is ctx's and may fire
+// a moment before ctx's own timer: a socket timeout at or after ctx's
+// deadline counts as ctx's.
+func withCtxErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) && errors.Is(err, os.ErrDeadlineExceeded) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cerr)
 }
 
 // dialTCP opens the TCP connection. Nobody listening is a rejection

@@ -2,11 +2,14 @@ package iwarp_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -86,4 +89,65 @@ func TestListenerCloseAfterAccept(t *testing.T) {
 		}
 	}
 	t.Logf("%d tries, %d failures", tries, failed)
+}
+
+// TestDialTimeoutMatchesContext: a Dial that runs out of time matches
+// verbs.ErrTimeout and context.DeadlineExceeded, whether its context or
+// DialTimeout set the deadline and whether TCP or MPA was under way; a
+// cancelled one matches context.Canceled (issue 11 item 8).
+func TestDialTimeoutMatchesContext(t *testing.T) {
+	silent := fakeListener(t, func(net.Conn) {}) // reads the Request, never replies
+	d := openDev(t, iwarp.DialTimeout(200*time.Millisecond))
+	pd := must(d.AllocPD())
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	cases := []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"context deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"DialTimeout", func() (context.Context, context.CancelFunc) {
+			return context.Background(), func() {}
+		}, context.DeadlineExceeded},
+		{"expired before TCP", func() (context.Context, context.CancelFunc) {
+			return expired, func() {}
+		}, context.DeadlineExceeded},
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			qp, cq := newQP(t, d, pd)
+			defer cq.Close()
+			defer qp.Close()
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err := d.Dial(ctx, silent, qp, verbs.ConnParam{})
+			if !errors.Is(err, tc.want) || !errors.Is(err, verbs.ErrTimeout) {
+				t.Errorf("dial: %v, want an error matching %v and verbs.ErrTimeout", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestListenAddressInUse: listening on a bound address matches
+// verbs.ErrBusy, whoever holds it (issue 11 item 8).
+func TestListenAddressInUse(t *testing.T) {
+	d := openDev(t)
+	ln := must(d.Listen("127.0.0.1:0"))
+	defer ln.Close()
+	if _, err := d.Listen(ln.Addr()); !errors.Is(err, verbs.ErrBusy) {
+		t.Errorf("second Listen on %s: %v, want verbs.ErrBusy", ln.Addr(), err)
+	}
+	other := must(net.Listen("tcp", "127.0.0.1:0"))
+	defer other.Close()
+	if _, err := d.Listen(other.Addr().String()); !errors.Is(err, verbs.ErrBusy) {
+		t.Errorf("Listen on %s, bound by a plain socket: %v, want verbs.ErrBusy", other.Addr(), err)
+	}
 }
