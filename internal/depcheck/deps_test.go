@@ -64,6 +64,10 @@ var rules = map[string][]string{
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
 		"loopback", "iwarp", "roce", "shm", "fabric",
 		"interop/rping", "interop/pingpong", "interop/perftest", "golang.org/x/sys"},
+
+	// Examples are programs a user would write: the public API and the
+	// transports' constructors, nothing internal.
+	"examples/remotebuf": {"verbs", "loopback", "iwarp", "roce", "shm"},
 }
 
 // imports returns the imports of the non-test Go files in dir, whatever
