@@ -82,7 +82,12 @@
 // one gets one sequence error NAK per gap; a PSN behind it is a duplicate:
 // a SEND or WRITE is acknowledged again, a READ, atomic, FLUSH or ATOMIC
 // WRITE is answered from its responder resource (IRD entries, recycled as
-// rxe does), a READ from any PSN in its range. Opcode sequence and length
+// rxe does), a READ from any PSN in its range. A READ, atomic, FLUSH or
+// ATOMIC WRITE that finds all IRD resources in use (a resource is in use
+// until its answer is sent, which a requester within its ORD never
+// outruns) is an invalid request, as the IBA's NAK codes say, so a peer
+// cannot make the responder send more than IRD answers ahead of what it
+// received. Opcode sequence and length
 // violations are NAKed as invalid requests, access violations as remote
 // access errors, a faulty receive WQE as a remote operational error; all
 // three move the QP to ERR (class C). A SEND that finds no receive gets an
@@ -100,10 +105,26 @@
 //     an rxe responder this is still correct: rxe acknowledges AckReq
 //     packets and duplicates.
 //   - The responder acknowledges a batch of AckReq packets with one ACK.
-//   - Each packet of a multi-packet WRITE or READ response is placed or
-//     read through its own access check, so no region is held between
-//     packets: Deregister never waits for a peer.
 //   - RC only (no UC, UD or XRC), the default partition only.
+//
+// # Deregister and peer READs
+//
+// MR.Deregister keeps the verbs contract: it waits for the peer accesses
+// under way, and after it returns no byte of the region is read or
+// written. A READ holds its range from the moment the responder accepts
+// it until its last response is in the socket, and for a linger of two
+// local ACK timeouts after that (about 134 ms at the default timeout 14;
+// 100 ms when the timeout is infinite), so that a response lost on the
+// wire and asked for again is still answered; every replay starts the
+// linger again. Deregister therefore waits at most for the READs the
+// responder has accepted (at most IRD per QP, each up to 2 GiB) to be
+// sent, plus the linger, plus the retransmissions the requester makes
+// within it. A READ that arrives after Deregister started, or a replay
+// after the linger, is refused with a remote access error. WRITE packets
+// are placed each through its own access check: the rest of a WRITE is
+// the peer's to send, and Deregister never waits for a peer's packets, so
+// a WRITE whose later packets arrive after Deregister started fails with
+// REM_ACCESS_ERR.
 //
 // # Engine
 //

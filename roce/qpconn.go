@@ -140,15 +140,16 @@ func (c *qpConn) release() {
 	if c.attached {
 		c.attached = false
 		delete(c.e.qps, c.qpn)
-		c.resp.msg = inMessage{} // the soft device discards the receive
-		c.resp.out.dropReads()
+		c.resp.msg = inMessage{}               // the soft device discards the receive
+		c.resp.inUse -= c.resp.out.dropReads() // and the regions they held
+		c.resp.releaseHolds()
 	}
 }
 
 // transmit sends up to quota packets, responses first (they free the
 // peer's window), and reports whether more are waiting.
 func (c *qpConn) transmit(tx *txBatch, now time.Time, quota int) bool {
-	n, more := c.resp.transmit(tx, quota)
+	n, more := c.resp.transmit(tx, now, quota)
 	if c.errored {
 		return more
 	}
@@ -156,10 +157,17 @@ func (c *qpConn) transmit(tx *txBatch, now time.Time, quota int) bool {
 }
 
 // deadline is the QP's next timer, zero if none.
-func (c *qpConn) deadline() time.Time { return c.req.deadline() }
+func (c *qpConn) deadline() time.Time {
+	d, l := c.req.deadline(), c.resp.lingerDue
+	if d.IsZero() || !l.IsZero() && l.Before(d) {
+		return l
+	}
+	return d
+}
 
 // onTimer runs the QP's due timers.
 func (c *qpConn) onTimer(now time.Time) {
+	c.resp.expireHolds(now)
 	if !c.errored {
 		c.req.onTimer(now)
 	}

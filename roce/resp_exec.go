@@ -164,12 +164,16 @@ func (s *responder) accessFault(psn ib.PSN, f soft.Fault) {
 }
 
 // read executes a READ request: it checks the whole range, takes a
-// responder resource and queues the responses (IBA 9.7.4.1.4).
+// responder resource and queues the responses (IBA 9.7.4.1.4). The access
+// is held until the last response is sent (respItem.hold).
 func (s *responder) read(p *ib.Packet, psn ib.PSN) int {
 	r := p.RETH
 	rkey, va, n := r.RKey(), r.VA(), uint64(r.DMALen())
-	if n > maxDMALen || len(s.res) == 0 {
-		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: READ of %d bytes with IRD %d", n, len(s.res)))
+	if n > maxDMALen {
+		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: READ of %d bytes exceeds 2^31", n))
+		return 0
+	}
+	if !s.checkResource(psn, ib.OpReadRequest) {
 		return 0
 	}
 	t, f := s.c.qp.Access(rkey, va, n, provider.AccessRemoteRead)
@@ -177,19 +181,35 @@ func (s *responder) read(p *ib.Packet, psn ib.PSN) int {
 		s.accessFault(psn, f)
 		return 0
 	}
-	t.Release()
 	npkts := packets(n, s.mtu)
 	s.allocRes(resource{kind: resRead, first: psn, npkts: npkts, rkey: rkey, va: va, n: n})
-	s.queueRead(psn, rkey, va, n)
+	s.queueRead(psn, rkey, va, n, t, va, true)
 	s.msn++
 	return npkts
+}
+
+// checkResource refuses a READ, atomic, FLUSH or ATOMIC WRITE when every
+// responder resource is in use: the IBA's NAK codes (9.7.5.2) count too
+// many outstanding RDMA READ or ATOMIC requests as an invalid request, a class C
+// error (NAK Invalid Request, QP to ERR; the requester sees
+// REM_INV_REQ_ERR). A resource is in use from the request's execution
+// until its last response is queued for the socket (respItem.counted):
+// that is all a responder can observe, and a requester within its ORD
+// never exceeds it, since a READ whose responses were not all sent cannot
+// have completed there. Without the check a peer could ask for any number
+// of READs in a row and have them all answered: an amplifier.
+func (s *responder) checkResource(psn ib.PSN, op ib.Opcode) bool {
+	if s.inUse < len(s.res) {
+		return true
+	}
+	s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: %v beyond the %d responder resources (IRD)", op, len(s.res)))
+	return false
 }
 
 // atomic executes a COMPARE SWAP or FETCH ADD on the 8-byte target and
 // keeps the original value for a replay (IBA 9.7.4.1.5).
 func (s *responder) atomic(p *ib.Packet, psn ib.PSN) int {
-	if len(s.res) == 0 {
-		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: atomic with IRD 0"))
+	if !s.checkResource(psn, p.BTH.Opcode()) {
 		return 0
 	}
 	a := p.AtomicETH
@@ -206,7 +226,8 @@ func (s *responder) atomic(p *ib.Packet, psn ib.PSN) int {
 	}
 	t.Release()
 	s.allocRes(resource{kind: resAtomic, first: psn, npkts: 1, orig: orig})
-	s.out.push(respItem{kind: respAtomic, psn: psn, orig: orig})
+	s.inUse++
+	s.out.push(respItem{kind: respAtomic, psn: psn, orig: orig, counted: true})
 	s.c.e.activate(s.c)
 	s.msn++
 	return 1
@@ -216,8 +237,11 @@ func (s *responder) atomic(p *ib.Packet, psn ib.PSN) int {
 // placed, because requests execute in order; persistence syncs the file.
 func (s *responder) flush(p *ib.Packet, psn ib.PSN) int {
 	ft, ok := flushType(p.FETH)
-	if !ok || len(s.res) == 0 {
-		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: FLUSH with FETH %#x, IRD %d", []byte(p.FETH), len(s.res)))
+	if !ok {
+		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: FLUSH with FETH %#x", []byte(p.FETH)))
+		return 0
+	}
+	if !s.checkResource(psn, ib.OpFlush) {
 		return 0
 	}
 	r := p.RETH
@@ -231,7 +255,9 @@ func (s *responder) flush(p *ib.Packet, psn ib.PSN) int {
 		return 0
 	}
 	s.allocRes(resource{kind: resReadResp, first: psn, npkts: 1})
-	s.queueReadResp(psn)
+	s.inUse++
+	s.out.push(respItem{kind: respReadResp, psn: psn, counted: true})
+	s.c.e.activate(s.c)
 	s.msn++
 	return 1
 }
@@ -260,8 +286,11 @@ func flushType(f ib.FETH) (provider.FlushType, bool) {
 // with remote-write rights.
 func (s *responder) atomicWrite(p *ib.Packet, psn ib.PSN) int {
 	r := p.RETH
-	if r.DMALen() != 8 || len(s.res) == 0 {
-		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: ATOMIC WRITE of %d bytes, IRD %d", r.DMALen(), len(s.res)))
+	if r.DMALen() != 8 {
+		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: ATOMIC WRITE of %d bytes", r.DMALen()))
+		return 0
+	}
+	if !s.checkResource(psn, ib.OpAtomicWrite) {
 		return 0
 	}
 	t, f := s.c.qp.AtomicAccess(r.RKey(), r.VA(), provider.AccessRemoteWrite)
@@ -272,7 +301,9 @@ func (s *responder) atomicWrite(p *ib.Packet, psn ib.PSN) int {
 	soft.AtomicStore(t.Buf, binary.NativeEndian.Uint64(p.Payload))
 	t.Release()
 	s.allocRes(resource{kind: resReadResp, first: psn, npkts: 1})
-	s.queueReadResp(psn)
+	s.inUse++
+	s.out.push(respItem{kind: respReadResp, psn: psn, counted: true})
+	s.c.e.activate(s.c)
 	s.msn++
 	return 1
 }

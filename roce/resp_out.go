@@ -1,8 +1,9 @@
 package roce
 
 import (
+	"time"
+
 	"github.com/goverbs/goverbs/internal/wire/ib"
-	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
 
@@ -29,6 +30,17 @@ type respItem struct {
 	npkts int
 	sent  int
 	end   ib.PSN // a READ's last PSN: identifies the READ a replay restarts
+
+	// hold is a READ's access to its range, taken when the READ (or its
+	// replay) was accepted and kept until the last response is queued for
+	// the socket: soft's Deregister waits for it, so a READ already under
+	// way is answered in full (the contract of verbs.MR.Deregister).
+	// holdVA is the address of hold.Buf[0].
+	hold   soft.Target
+	holdVA uint64
+	// counted says the item answers a request for the first time and so
+	// occupies a responder resource until it is sent (responder.inUse).
+	counted bool
 }
 
 // respQueue is the responder's output, in the order the responses must go
@@ -69,16 +81,23 @@ func (q *respQueue) pop() {
 	}
 }
 
-// dropReads removes the READ responses not yet sent.
-func (q *respQueue) dropReads() {
+// dropReads removes the READ responses not yet sent, releasing their
+// regions, and returns how many of them held a responder resource.
+func (q *respQueue) dropReads() (counted int) {
 	keep := q.items[:0]
 	for _, it := range q.items[q.head:] {
 		if it.kind != respRead {
 			keep = append(keep, it)
+			continue
+		}
+		it.hold.Release()
+		if it.counted {
+			counted++
 		}
 	}
 	clear(q.items[len(keep):])
 	q.items, q.head = keep, 0
+	return counted
 }
 
 // queueACK acknowledges every request up to psn. ACKs are cumulative
@@ -117,26 +136,60 @@ func (s *responder) queueReadResp(psn ib.PSN) {
 }
 
 // queueRead queues the responses to a READ of n bytes at (rkey, va) from
-// psn on. A replay of a READ still being answered restarts it there.
-func (s *responder) queueRead(psn ib.PSN, rkey uint32, va, n uint64) {
-	it := respItem{kind: respRead, psn: psn, rkey: rkey, va: va, n: n, npkts: packets(n, s.mtu)}
+// psn on, read through hold, which covers them from holdVA on and which the
+// queue now owns. counted says this is the READ's first execution. A replay
+// of a READ still being answered restarts it there, keeping its access.
+func (s *responder) queueRead(psn ib.PSN, rkey uint32, va, n uint64, hold soft.Target, holdVA uint64, counted bool) {
+	it := respItem{kind: respRead, psn: psn, rkey: rkey, va: va, n: n, npkts: packets(n, s.mtu), hold: hold, holdVA: holdVA, counted: counted}
 	it.end = psn.Add(it.npkts - 1)
+	if counted {
+		// At most IRD of these (checkResource), so the queue's bound does
+		// not apply: a request executed must be answered.
+		s.inUse++
+		s.out.push(it)
+		s.c.e.activate(s.c)
+		return
+	}
 	for i := s.out.head; i < len(s.out.items); i++ {
 		if o := &s.out.items[i]; o.kind == respRead && o.end == it.end {
+			// One answer per READ in the queue, so that repeats cannot
+			// pile answers up.
+			o.hold.Release()
+			it.counted = o.counted
 			*o = it
 			return
 		}
 	}
 	if s.out.full() {
+		it.hold.Release()
 		return
 	}
 	s.out.push(it)
 	s.c.e.activate(s.c)
 }
 
+// restartRead restarts a READ still queued (the one ending at end) from
+// psn, for n bytes at va, if its access covers them: the replay of a
+// response lost while the region is being deregistered is still answered.
+func (s *responder) restartRead(psn, end ib.PSN, va, n uint64) bool {
+	for i := s.out.head; i < len(s.out.items); i++ {
+		o := &s.out.items[i]
+		if o.kind != respRead || o.end != end {
+			continue
+		}
+		if va < o.holdVA || va+n > o.holdVA+uint64(len(o.hold.Buf)) {
+			return false
+		}
+		o.psn, o.va, o.n, o.npkts, o.sent = psn, va, n, packets(n, s.mtu), 0
+		s.c.e.activate(s.c)
+		return true
+	}
+	return false
+}
+
 // transmit sends up to quota queued responses; it returns how many packets
 // it sent and whether more wait.
-func (s *responder) transmit(tx *txBatch, quota int) (int, bool) {
+func (s *responder) transmit(tx *txBatch, now time.Time, quota int) (int, bool) {
 	sent := 0
 	for s.out.len() > 0 && sent < quota {
 		it := &s.out.items[s.out.head]
@@ -148,12 +201,13 @@ func (s *responder) transmit(tx *txBatch, quota int) (int, bool) {
 		case respReadResp:
 			s.emitReadResponse(tx, it.psn, ib.OpReadResponseOnly, soft.Target{})
 		case respRead:
-			sent += s.emitReads(tx, it, quota-sent)
+			sent += s.emitReads(tx, it, quota-sent, now)
 			if it.sent < it.npkts {
 				return sent, true
 			}
-			s.out.pop()
-			continue
+		}
+		if it.counted {
+			s.inUse--
 		}
 		s.out.pop()
 		sent++
@@ -183,20 +237,31 @@ func (s *responder) emitAtomicAck(tx *txBatch, it *respItem) {
 	s.c.ctr.inc(ctrTxPackets)
 }
 
-// emitReads sends up to quota responses of a READ, each read from the
-// target memory through its own access check: a region deregistered in
-// the middle ends the READ with a NAK instead of a read of freed memory.
-func (s *responder) emitReads(tx *txBatch, it *respItem, quota int) int {
+// emitReads sends up to quota responses of a READ from the memory its
+// item holds. After the last one the hold stays with the READ's responder
+// resource for readLinger, so that a response lost on the wire can still be
+// asked for again while the owner deregisters (see lingerFor); when the
+// resource is gone, it goes to the transmit batch, which releases it once
+// the socket has the bytes.
+func (s *responder) emitReads(tx *txBatch, it *respItem, quota int, now time.Time) int {
 	sent := 0
 	for it.sent < it.npkts && sent < quota {
 		k := it.sent
 		off := uint64(k) * uint64(s.mtu)
 		n := min(uint64(s.mtu), it.n-min(off, it.n))
-		t, f := s.c.qp.Access(it.rkey, it.va+off, n, provider.AccessRemoteRead)
-		if f != soft.FaultNone {
-			it.sent = it.npkts
-			s.accessFault(it.psn.Add(k), f)
-			return sent
+		start := it.va + min(off, it.n) - it.holdVA
+		t := soft.Target{Buf: it.hold.Buf[start : start+n]} // a view; the item holds the region
+		last := k == it.npkts-1
+		var r *resource
+		if last {
+			if r = s.findRes(it.end); r != nil && r.kind == resRead && r.hold.Buf == nil {
+				r.hold, r.holdVA, r.holdUntil = it.hold, it.holdVA, now.Add(s.linger())
+				it.hold = soft.Target{}
+				s.noteHold(r.holdUntil)
+			} else {
+				t, it.hold = it.hold, soft.Target{}
+				t.Buf = t.Buf[start : start+n]
+			}
 		}
 		s.emitReadResponse(tx, it.psn.Add(k), readOpcode(k, it.npkts), t)
 		it.sent++

@@ -26,6 +26,10 @@ type responder struct {
 
 	res     []resource // responder resources, a ring of IRD entries
 	resNext int
+	inUse   int // resources whose first answer is still queued (checkResource)
+	// lingerDue is the earliest holdUntil of the resources, zero if none
+	// holds its region.
+	lingerDue time.Time
 
 	out respQueue
 }
@@ -188,5 +192,6 @@ func (s *responder) abort() {
 		s.c.qp.CompleteRecv(s.msg.recv, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
 	}
 	s.msg = inMessage{}
-	s.out.dropReads()
+	s.inUse -= s.out.dropReads()
+	s.releaseHolds()
 }
