@@ -20,6 +20,31 @@ var cmTests = []test{
 	{"DialNeedsFreshQP", testDialNeedsFreshQP},
 	{"DisconnectFlushes", testDisconnectFlushes},
 	{"PeerDisconnects", testPeerDisconnects},
+	{"DeliveredThenClosed", testDeliveredThenClosed},
+}
+
+// testDeliveredThenClosed is the commonest shutdown: the client SENDs its
+// last message, the server polls the receive completion and at once
+// closes its QP and its device. A message the responder placed and
+// completed is delivered, so the sender's SEND completes with SUCCESS
+// (never WR_FLUSH_ERR): the responder acknowledges what it placed before
+// its QP can be flushed or its peer can see it gone (SEMANTICS 16a).
+func testDeliveredThenClosed(t *testing.T, e *Env) {
+	c := connect(t, e, ConnOpts{})
+	dst := c.peerMR(64, verbs.AccessLocalWrite)
+	c.peerRecv(1, dst, 0, 64)
+	src := c.mr(64, verbs.AccessLocalWrite)
+	copy(src.Bytes(), "done")
+	c.post(verbs.SendWR{ID: 7, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 4)}})
+	wcs, err := e.B.PollThenClose(c.Peer, 1, Timeout)
+	if err != nil || len(wcs) != 1 {
+		t.Fatalf("peer poll: %d completions (%v), want the receive", len(wcs), err)
+	}
+	expectWC(t, wcs[0], 1, verbs.StatusSuccess)
+	wc := c.poll(1)[0]
+	if wc.WRID != 7 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("the SEND the peer received completed %+v (%v), want SUCCESS", wc, wc.Status)
+	}
 }
 
 func testPrivateDataBothWays(t *testing.T, e *Env) {

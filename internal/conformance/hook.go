@@ -58,6 +58,11 @@ func (h hookPeer) Poll(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion
 	return h.p.Poll(qp, n, timeout)
 }
 
+func (h hookPeer) PollThenClose(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion, error) {
+	defer h.around()()
+	return h.p.PollThenClose(qp, n, timeout)
+}
+
 func (h hookPeer) Query(qp int) (verbs.QPAttr, error) { defer h.around()(); return h.p.Query(qp) }
 
 func (h hookPeer) Modify(qp int, attr verbs.QPAttr, mask verbs.AttrMask) error {

@@ -31,6 +31,11 @@ type Peer interface {
 	// Poll waits up to timeout for n completions of the QP's CQ and
 	// returns those it got.
 	Poll(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion, error)
+	// PollThenClose waits up to timeout for n completions of the QP's CQ
+	// and, the moment it has them (or the wait ended), closes the QP and
+	// then the whole peer, device included, as a server that exits on its
+	// last message. The peer is closed afterwards whatever the result.
+	PollThenClose(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion, error)
 	Query(qp int) (verbs.QPAttr, error)
 	Modify(qp int, attr verbs.QPAttr, mask verbs.AttrMask) error
 	Disconnect(qp int) error

@@ -187,6 +187,19 @@ func (p *LocalPeer) Poll(id, n int, timeout time.Duration) ([]verbs.WorkCompleti
 	return PollN(q.cq, n, timeout)
 }
 
+func (p *LocalPeer) PollThenClose(id, n int, timeout time.Duration) ([]verbs.WorkCompletion, error) {
+	q, err := p.qp(id)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	wcs, err := PollN(q.cq, n, timeout)
+	// No pause between the poll and the close: that is the case.
+	p.CloseQP(id)
+	p.Close()
+	return wcs, err
+}
+
 func (p *LocalPeer) Query(id int) (verbs.QPAttr, error) {
 	q, err := p.qp(id)
 	if err != nil {

@@ -181,6 +181,15 @@ func (p *RemotePeer) Poll(qp, n int, timeout time.Duration) ([]verbs.WorkComplet
 	return wcs, p.call("Poll", PollArgs{QP: qp, N: n, Timeout: timeout}, &wcs)
 }
 
+// PollThenClose polls and closes in the peer process, in one call, so that
+// nothing separates the two; then the process exits as after Close.
+func (p *RemotePeer) PollThenClose(qp, n int, timeout time.Duration) ([]verbs.WorkCompletion, error) {
+	var wcs []verbs.WorkCompletion
+	err := p.call("PollThenClose", PollArgs{QP: qp, N: n, Timeout: timeout}, &wcs)
+	p.Close()
+	return wcs, err
+}
+
 func (p *RemotePeer) Query(qp int) (verbs.QPAttr, error) {
 	var a verbs.QPAttr
 	return a, p.call("Query", qp, &a)
@@ -322,6 +331,10 @@ func (s *peerService) PostSend(a PostArgs, _ *int) error {
 
 func (s *peerService) Poll(a PollArgs, wcs *[]verbs.WorkCompletion) error {
 	return s.do(func() (err error) { *wcs, err = s.p.Poll(a.QP, a.N, a.Timeout); return err })
+}
+
+func (s *peerService) PollThenClose(a PollArgs, wcs *[]verbs.WorkCompletion) error {
+	return s.do(func() (err error) { *wcs, err = s.p.PollThenClose(a.QP, a.N, a.Timeout); return err })
 }
 
 func (s *peerService) Query(qp int, attr *verbs.QPAttr) error {

@@ -16,6 +16,8 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,6 +45,25 @@ type test struct {
 	f    func(t *testing.T, e *Env)
 }
 
+// repeated are the tests run several times, each on a fresh Env: a race
+// the test provokes shows in a few tries, not in every one.
+var repeated = map[string]int{
+	"DeliveredThenClosed": 20,
+}
+
+// TriesEnv, set to a number, overrides the tries of every repeated test,
+// to measure a race's figure by hand (e.g. GOVERBS_CONFORMANCE_TRIES=100).
+const TriesEnv = "GOVERBS_CONFORMANCE_TRIES"
+
+// tries returns how many times the test runs; 0 for a test run once.
+func (tc test) tries() int {
+	n := repeated[tc.name]
+	if k, err := strconv.Atoi(os.Getenv(TriesEnv)); err == nil && k > 0 && n > 0 {
+		n = k
+	}
+	return n
+}
+
 // Run runs the whole suite, each test on a fresh Env.
 func Run(t *testing.T, newEnv NewEnv) {
 	groups := [][]test{
@@ -54,7 +75,14 @@ func Run(t *testing.T, newEnv NewEnv) {
 	for _, g := range groups {
 		for _, tc := range g {
 			t.Run(tc.name, func(t *testing.T) {
-				tc.f(t, newEnv(t))
+				n := tc.tries()
+				if n == 0 {
+					tc.f(t, newEnv(t))
+					return
+				}
+				for i := range n {
+					t.Run(strconv.Itoa(i), func(t *testing.T) { tc.f(t, newEnv(t)) })
+				}
 			})
 		}
 	}
