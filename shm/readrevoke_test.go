@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -18,28 +19,45 @@ import (
 // is always told: its READ completes (here with an error) and its QP
 // leaves RTS.
 
-// ownerServedRead starts a READ of n bytes from a Go-memory region of b
-// filled with 0xaa, and waits until the first fragment arrived. The
-// destination is memfd memory, outside what the race detector watches: the
-// test looks at it while the READ places bytes.
-func ownerServedRead(t *testing.T, a, b *side, n int) (src *verbs.MR, srcBuf []byte, dst *verbs.MR) {
+const servedReadSize = 8 << 20
+
+// servedRead is the memory of the READ tests, reused by every try.
+type servedRead struct {
+	src []byte      // the owner's Go memory
+	dst *mem.Region // the initiator's memfd memory, which the race detector does not watch
+	aa  []byte      // what src holds while it is registered
+	x55 []byte      // what it holds once Deregister returned
+}
+
+func newServedRead(t *testing.T) *servedRead {
+	r := &servedRead{src: make([]byte, servedReadSize), dst: must(mem.Alloc(servedReadSize))(t),
+		aa: bytes.Repeat([]byte{0xaa}, servedReadSize), x55: bytes.Repeat([]byte{0x55}, servedReadSize)}
+	t.Cleanup(func() { r.dst.Close() })
+	return r
+}
+
+// start connects a new pair, READs src into dst, and waits until the first
+// fragment arrived. The devices close when the try ends.
+func (r *servedRead) start(t *testing.T) (a, b *side, src *verbs.MR) {
 	t.Helper()
-	srcBuf = bytes.Repeat([]byte{0xaa}, n)
-	src = must(b.pd.RegisterMR(srcBuf, verbs.AccessRemoteRead))(t)
-	dst = memMR(t, a.pd, n, verbs.AccessLocalWrite)
+	a, b = connectPair(t, shm.Config{}, shm.Config{})
+	copy(r.src, r.aa)
+	clear(r.dst.Bytes())
+	src = must(b.pd.RegisterMR(r.src, verbs.AccessRemoteRead))(t)
+	dst := must(a.pd.RegisterMemory(r.dst, verbs.AccessLocalWrite))(t)
 	post(t, a.qp, verbs.SendWR{ID: 1, Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{dst.SGE(0, n)}, Remote: src.Remote().At(0)})
-	for deadline := time.Now().Add(5 * time.Second); dst.Bytes()[0] == 0; {
+		SGL: []verbs.SGE{dst.SGE(0, servedReadSize)}, Remote: src.Remote().At(0)})
+	for deadline := time.Now().Add(5 * time.Second); r.dst.Bytes()[0] == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the READ does not start")
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
-	return src, srcBuf, dst
+	return a, b, src
 }
 
-// readOutcome waits for the READ's completion and the initiator's state.
-func readOutcome(t *testing.T, a *side) verbs.WorkCompletion {
+// outcome waits for the READ's completion.
+func (r *servedRead) outcome(t *testing.T, a *side) verbs.WorkCompletion {
 	t.Helper()
 	wcs, err := conformance.PollN(a.cq, 1, 5*time.Second)
 	if err != nil || len(wcs) != 1 {
@@ -52,27 +70,33 @@ func readOutcome(t *testing.T, a *side) verbs.WorkCompletion {
 // served by its owner while the READ streams: Deregister waits for the copy
 // under way, no byte is read from the region after it returned (the owner
 // rewrites the region then, and none of it may arrive), and the READ
-// completes, with REM_ACCESS_ERR if it was cut, moving both QPs to ERR.
+// completes, with REM_ACCESS_ERR if it was cut, moving the initiator's QP
+// to ERR.
 func TestDeregisterDuringOwnerServedRead(t *testing.T) {
+	r := newServedRead(t)
 	n := tries(5)
 	cut := 0
 	for i := range n {
-		a, b := connectPair(t, shm.Config{}, shm.Config{})
-		src, srcBuf, dst := ownerServedRead(t, a, b, 8<<20)
+		a, b, src := r.start(t)
 		if err := src.Deregister(); err != nil {
 			t.Fatal(err)
 		}
-		for j := range srcBuf { // ours again: a peer access from now on would carry it
-			srcBuf[j] = 0x55
-		}
-		wc := readOutcome(t, a)
-		if bytes.IndexByte(dst.Bytes(), 0x55) >= 0 {
-			t.Fatalf("try %d: the READ carried bytes written after Deregister returned", i)
-		}
+		copy(r.src, r.x55) // ours again: a peer access from now on would carry 0x55
+		wc := r.outcome(t, a)
+		got := r.dst.Bytes()
 		switch wc.Status {
 		case verbs.StatusSuccess:
+			if !bytes.Equal(got, r.aa) {
+				t.Fatalf("try %d: the READ succeeded with bytes written after Deregister returned", i)
+			}
 		case verbs.StatusRemAccessErr:
 			cut++
+			// What arrived is a prefix, all read before Deregister
+			// returned; nothing after it.
+			k := bytes.IndexByte(got, 0)
+			if k < 0 || !bytes.Equal(got[:k], r.aa[:k]) || bytes.Count(got[k:], []byte{0}) != len(got)-k {
+				t.Fatalf("try %d: the READ carried bytes written after Deregister returned", i)
+			}
 			if st := a.qp.State(); st != verbs.StateErr {
 				t.Fatalf("try %d: the READ failed but the initiator's QP is in %v", i, st)
 			}
@@ -89,14 +113,14 @@ func TestDeregisterDuringOwnerServedRead(t *testing.T) {
 // serves a READ: the initiator's READ completes with an error, and its QP
 // leaves RTS.
 func TestOwnerErrDuringOwnerServedRead(t *testing.T) {
+	r := newServedRead(t)
 	n := tries(5)
 	cut := 0
 	for i := range n {
-		a, b := connectPair(t, shm.Config{}, shm.Config{})
-		ownerServedRead(t, a, b, 8<<20)
+		a, b, _ := r.start(t)
 		must(0, b.qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState))(t)
 		// Success means it finished before the owner's QP failed.
-		if wc := readOutcome(t, a); wc.Status != verbs.StatusSuccess {
+		if wc := r.outcome(t, a); wc.Status != verbs.StatusSuccess {
 			cut++
 			for deadline := time.Now().Add(5 * time.Second); a.qp.State() == verbs.StateRTS; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
