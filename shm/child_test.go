@@ -28,6 +28,7 @@ var childRoles = map[string]func(){
 	"ro-writer": roWriterChild,
 	"pong":      pongChild,
 	"sink":      sinkChild,
+	"last-recv": lastRecvChild,
 }
 
 // runChildRole runs the role a test started this process for, if any, and

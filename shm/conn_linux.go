@@ -29,12 +29,13 @@ type conn struct {
 	mode atomic.Uint32 // Notify, set by Provider.SetNotify
 	qpMu sync.Mutex    // serializes publishQP's stores
 
-	errored    atomic.Bool // our QP entered ERR (Endpoint.Errored)
-	gone       atomic.Bool // the peer left (socket EOF, disconnect, protocol error)
-	aborting   atomic.Bool // the peer broke the protocol: stop reading its segment
-	peerClosed atomic.Bool // the control socket reached EOF: the peer no longer runs
-	detached   atomic.Bool // Endpoint.Detach: touch neither the QP nor its WQEs
-	kickEng    atomic.Bool // a local reason for the engine to look again
+	errored    atomic.Bool           // our QP entered ERR (Endpoint.Errored)
+	gone       atomic.Bool           // the peer left (socket EOF, disconnect, protocol error)
+	aborting   atomic.Bool           // the peer broke the protocol: stop reading its segment
+	peerClosed atomic.Bool           // the control socket reached EOF: the peer no longer runs
+	detached   atomic.Bool           // Endpoint.Detach: touch neither the QP nor its WQEs
+	leftErr    atomic.Pointer[error] // why the peer left (peerLeft); the engine fails the QP with it
+	kickEng    atomic.Bool           // a local reason for the engine to look again
 
 	cnt  counters // QP.Counters
 	run  runner   // requester state; runner_linux.go
@@ -181,17 +182,17 @@ func (c *conn) Detach() {
 }
 
 // peerLeft handles the end of the connection from the peer's side: its
-// death (socket EOF), its disconnect, or a protocol violation. The QP moves
-// to ERR, its outstanding work is flushed, and the peer's regions are
-// unmapped.
+// death (socket EOF), its disconnect, or a protocol violation. The peer's
+// regions are unmapped, and the engine moves the QP to ERR, flushing its
+// outstanding work, once it has applied the peer's last acknowledgements
+// (engine.peerGone): the engine alone reads the peer's response ring, and
+// what the peer acknowledged before it left did complete.
 func (c *conn) peerLeft(err error) {
 	if !c.gone.CompareAndSwap(false, true) {
 		return
 	}
+	c.leftErr.Store(&err)
 	c.imp.dropAll(c)
-	if !c.detached.Load() {
-		c.qp.Fail(provider.EventPeerDisconnected, err)
-	}
 	c.wakeEngine()
 }
 

@@ -46,7 +46,12 @@
 //
 // A successful WRITE completion means the bytes are placed in the target's
 // memory (Caps.WriteCompletion is CompletionPlaced). A SEND completes when
-// the receiver consumed it into a receive. Completions of one QP are
+// the receiver consumed it into a receive. The receiver publishes that
+// acknowledgement before its receive completes, and a sender whose peer
+// leaves (closes its QP, exits, dies) applies every acknowledgement the
+// peer published before it flushes what is left: a SEND the receiver got
+// completes with success even when the receiver closes or exits the moment
+// it polls the receive. Completions of one QP are
 // delivered in posting order; a direct operation never overtakes ring
 // requests posted before it on its QP (it waits for their
 // acknowledgement), so a receive completion implies every earlier WRITE of
@@ -103,8 +108,9 @@
 // The death of a peer process shows as the end of its socket (the kernel
 // closes its descriptors) and, on kernels with pidfds, as its pidfd turning
 // readable (which also covers a peer whose forked child still holds the
-// socket): its QPs move to ERR at once, every outstanding work request
-// completes with an error, and its regions are unmapped. A
+// socket): its QPs move to ERR at once, every outstanding work request the
+// peer had not acknowledged completes with an error, and its regions are
+// unmapped. A
 // QP that enters ERR in the middle of sending a fragmented message ends the
 // connection, since the peer would wait for the rest forever.
 //

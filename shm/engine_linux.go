@@ -36,6 +36,9 @@ type engine struct {
 	respCons uint64 // the peer's respCons when a response last found the ring full
 	fs       []finished
 	buf      [8]byte
+
+	placedRecvs []placedRecv // receives to complete after the next publish
+	left        bool         // peerGone ran: the QP was failed for the peer's departure
 }
 
 // blockReason says why the request at the head of the ring waits.
@@ -53,6 +56,7 @@ func (e *engine) init(c *conn) {
 	e.rxReq = rxRing{buf: peer.reqRingBytes(), prod: peer.word(offReqProd), cons: me.word(offReqCons)}
 	e.txResp = txRing{buf: me.respRingBytes(), prod: me.word(offRespProd), cons: peer.word(offRespCons)}
 	e.rxResp = rxRing{buf: peer.respRingBytes(), prod: peer.word(offRespProd), cons: me.word(offRespCons)}
+	e.placedRecvs = make([]placedRecv, 0, 32)
 }
 
 // engineLoop runs until Detach. In NotifyEvent mode it sleeps on the
@@ -81,6 +85,9 @@ func (c *conn) engineLoop() {
 // pass does everything that can be done now and reports progress.
 func (e *engine) pass() bool {
 	c := e.c
+	if err := c.leftErr.Load(); err != nil && !e.left {
+		e.peerGone(*err)
+	}
 	if c.gone.Load() || c.errored.Load() {
 		e.abandon()
 	}
@@ -95,6 +102,22 @@ func (e *engine) pass() bool {
 		p = true
 	}
 	return p
+}
+
+// peerGone fails our QP once the peer left (peerLeft), after applying the
+// responses and acknowledgements the peer published before it went: its
+// segment stays mapped here until Detach, whether the peer closed its QP or
+// its process exited. A responder publishes its acknowledgement before it
+// completes the receive (engine.placed), so a SEND the peer received
+// completes here with success, and only what it never acknowledged is
+// flushed. A peer that broke the protocol is not read again.
+func (e *engine) peerGone(err error) {
+	c := e.c
+	e.left = true
+	if !c.aborting.Load() {
+		e.complete()
+	}
+	c.qp.Fail(provider.EventPeerDisconnected, err)
 }
 
 // hasWork reports whether a pass could make progress. It reads every word

@@ -54,7 +54,7 @@ func (e *engine) serve() bool {
 		payload, ok, err := e.rxReq.peek(&rec)
 		if err != nil {
 			c.abort(err)
-			return progress
+			break // the receives already placed still complete
 		}
 		if !ok || !e.handle(&rec, payload) {
 			break
@@ -65,10 +65,42 @@ func (e *engine) serve() bool {
 		}
 		progress = true
 	}
-	if progress {
+	if progress || len(e.placedRecvs) > 0 {
 		e.publish()
+		e.completePlaced()
 	}
 	return progress
+}
+
+// placedRecv is a receive whose message is placed, to complete once the
+// acknowledgement covering it is published.
+type placedRecv struct {
+	rw  *soft.RecvWQE
+	res soft.RecvResult
+}
+
+// placed completes rw with res after the next publish. A receive
+// completion is what lets the application close its QP, or exit its
+// process, at once; the peer must by then be able to see that its message
+// was delivered, or its QP would flush a SEND we received (its requester
+// applies our published acknowledgements before it flushes, see
+// engine.peerGone). Precondition: e.ack covers the message.
+func (e *engine) placed(rw *soft.RecvWQE, res soft.RecvResult) {
+	if len(e.placedRecvs) == cap(e.placedRecvs) {
+		e.publish()
+		e.completePlaced()
+	}
+	e.placedRecvs = append(e.placedRecvs, placedRecv{rw: rw, res: res})
+}
+
+// completePlaced completes the placed receives, in the order they were
+// taken. Precondition: the acknowledgement covering them is published.
+func (e *engine) completePlaced() {
+	for _, p := range e.placedRecvs {
+		e.c.qp.CompleteRecv(p.rw, p.res)
+	}
+	clear(e.placedRecvs)
+	e.placedRecvs = e.placedRecvs[:0]
 }
 
 // publish makes responses, then consumption and acknowledgements visible,

@@ -63,10 +63,10 @@ func (e *engine) finishFragment(rec *record) bool {
 		e.c.abort(errBadFragment)
 		return false
 	}
-	if m.rw != nil {
-		e.c.qp.CompleteRecv(m.rw, m.res)
-	}
 	e.ack = m.msn
+	if m.rw != nil {
+		e.placed(m.rw, m.res)
+	}
 	e.cur = message{}
 	return true
 }
@@ -78,8 +78,8 @@ func (e *engine) serveImm(rec *record) bool {
 	if rw == nil {
 		return ok
 	}
-	e.c.qp.CompleteRecv(rw, recvResult(rec, provider.WCRecvRDMAImm))
 	e.ack = rec.msn
+	e.placed(rw, recvResult(rec, provider.WCRecvRDMAImm))
 	return true
 }
 
