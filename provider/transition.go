@@ -47,7 +47,7 @@ func CheckTransition(cur State, attr *QPAttr, mask AttrMask) (State, error) {
 	if mask&AttrState != 0 {
 		next = attr.State
 	}
-	if next >= numStates {
+	if !next.Valid() {
 		return cur, fmt.Errorf("%w: unknown QP state %d", ErrInvalidArgument, next)
 	}
 	rest := mask &^ (AttrState | AttrCurState)
@@ -71,28 +71,6 @@ func CheckTransition(cur State, attr *QPAttr, mask AttrMask) (State, error) {
 		return cur, fmt.Errorf("%w: %v -> %v does not take attributes %s", ErrInvalidArgument, cur, next, extra)
 	}
 	return next, nil
-}
-
-var attrNames = [...]string{
-	"STATE", "ACCESS_FLAGS", "PKEY_INDEX", "PORT", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT",
-	"RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC",
-	"DEST_QPN", "CAP", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY",
-}
-
-func (m AttrMask) String() string {
-	s := ""
-	for i, n := range attrNames {
-		if m&(1<<i) != 0 {
-			if s != "" {
-				s += "|"
-			}
-			s += n
-		}
-	}
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 // CheckQPAttr validates the attribute values mask selects against the

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/goverbs/goverbs/provider"
 )
 
 // Device is an open RDMA device.
 type Device struct {
-	p    provider.Device
+	p    ProviderDevice
 	caps Caps
 
 	mu     sync.Mutex
@@ -19,7 +17,7 @@ type Device struct {
 }
 
 // Open opens the device of a provider (for example loopback.New()).
-func Open(p provider.Provider) (*Device, error) {
+func Open(p Provider) (*Device, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil provider", ErrInvalidArgument)
 	}
@@ -45,7 +43,11 @@ func (d *Device) isClosed() bool {
 
 // Close releases every object of the device: QPs move to ERR (their work is
 // flushed) and are destroyed, connections close, regions are deregistered.
-// Objects of a closed device return ErrClosed.
+// Objects of a closed device return ErrClosed. Peers' WRs that the device
+// already placed and completed stay delivered: they complete with
+// StatusSuccess at the peer, as after QP.Close (SEMANTICS 16a), so a
+// process may close its device, or exit, right after polling its last
+// receive.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -74,7 +76,7 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
-	p, err := d.p.CreateCQ(provider.CQAttr{Entries: entries})
+	p, err := d.p.CreateCQ(CQAttr{Entries: entries})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func (d *Device) CreateCQ(entries int) (*CQ, error) {
 // CQ is a completion queue.
 type CQ struct {
 	dev  *Device
-	p    provider.CQ
+	p    ProviderCQ
 	life lifetime // users: QPs completing into the CQ
 }
 

@@ -4,15 +4,13 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"github.com/goverbs/goverbs/provider"
 )
 
 // PD is a protection domain. Regions, windows and QPs of one PD reach each
 // other; a remote key never reaches a region of another PD.
 type PD struct {
 	dev  *Device
-	p    provider.PD
+	p    ProviderPD
 	life lifetime // users: regions, windows and QPs of the PD
 }
 
@@ -29,7 +27,7 @@ func (pd *PD) Close() error {
 // as a *mem.Region: it exposes its bytes, persistence (for FLUSH to
 // persistence) and a file descriptor a same-host peer can map.
 type Memory interface {
-	provider.Memory
+	ProviderMemory
 	Bytes() []byte
 }
 
@@ -51,7 +49,7 @@ func (pd *PD) RegisterMemory(m Memory, access Access) (*MR, error) {
 	return pd.register(m.Bytes(), access, m)
 }
 
-func (pd *PD) register(buf []byte, access Access, m provider.Memory) (*MR, error) {
+func (pd *PD) register(buf []byte, access Access, m Memory) (*MR, error) {
 	if err := pd.life.acquire(); err != nil {
 		return nil, err
 	}
@@ -65,7 +63,7 @@ func (pd *PD) register(buf []byte, access Access, m provider.Memory) (*MR, error
 
 // MR is a registered memory region.
 type MR struct {
-	p      provider.MR
+	p      ProviderMR
 	closed atomic.Bool
 
 	mu  sync.Mutex // guards pd and buf, which Reregister changes
@@ -141,7 +139,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 // rights, which can be invalidated and bound again under a new key.
 type MW struct {
 	pd     *PD
-	p      provider.MW
+	p      ProviderMW
 	closed atomic.Bool
 }
 
@@ -171,16 +169,6 @@ func (mw *MW) Close() error {
 	return err
 }
 
-// ReregFlags select what Reregister changes.
-type ReregFlags = provider.ReregFlags
-
-// Re-registration flags.
-const (
-	ReregTranslation = provider.ReregTranslation
-	ReregPD          = provider.ReregPD
-	ReregAccess      = provider.ReregAccess
-)
-
 // Reregister changes the region's memory (buf, with ReregTranslation), its
 // protection domain (pd, with ReregPD) or its access (with ReregAccess) in
 // place, as ibv_rereg_mr does. The old lkey and rkey stop working before it
@@ -191,11 +179,11 @@ func (mr *MR) Reregister(flags ReregFlags, pd *PD, buf []byte, access Access) er
 	if mr.closed.Load() {
 		return ErrClosed
 	}
-	rr, ok := mr.p.(provider.Reregisterer)
+	rr, ok := mr.p.(Reregisterer)
 	if !ok {
 		return fmt.Errorf("%w: re-registration", ErrNotSupported)
 	}
-	var ppd provider.PD
+	var ppd ProviderPD
 	if flags&ReregPD != 0 {
 		if pd == nil || pd.dev != mr.pd.dev {
 			return fmt.Errorf("%w: protection domain of another device", ErrInvalidArgument)

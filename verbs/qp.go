@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-
-	"github.com/goverbs/goverbs/provider"
 )
 
 // QPInitAttr are the attributes of a new queue pair.
@@ -50,7 +48,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		}
 		undo = append(undo, l)
 	}
-	p, err := pd.p.CreateQP(provider.QPInitAttr{
+	p, err := pd.p.CreateQP(ProviderQPInitAttr{
 		SendCQ: init.SendCQ.p, RecvCQ: init.RecvCQ.p, Cap: init.Cap, SignalAll: init.SignalAll,
 	})
 	if err != nil {
@@ -74,7 +72,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 // QP is a reliable-connected queue pair.
 type QP struct {
 	pd             *PD
-	p              provider.QP
+	p              ProviderQP
 	qpn            uint32
 	sendCQ, recvCQ *CQ
 	closed         atomic.Bool
@@ -141,7 +139,11 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 }
 
 // Disconnect tells the peer the connection ends and moves the QP to ERR:
-// outstanding work completes with StatusWRFlushErr.
+// outstanding work completes with StatusWRFlushErr. What this side's
+// device already placed and completed stays delivered: the peer's WRs for
+// it complete with StatusSuccess, never StatusWRFlushErr, because every
+// transport acknowledges a message before its receive completion can be
+// polled and before the peer can see the disconnect (SEMANTICS 16a).
 func (qp *QP) Disconnect() error {
 	if qp.closed.Load() {
 		return ErrClosed
@@ -150,7 +152,10 @@ func (qp *QP) Disconnect() error {
 }
 
 // Close destroys the QP. The peer is told the connection ended, and
-// outstanding work is flushed into the CQs before the QP goes.
+// outstanding work is flushed into the CQs before the QP goes. As with
+// Disconnect, a message whose receive this side polled (or a WRITE, READ
+// or atomic its device executed) completes with StatusSuccess at the peer
+// however soon Close follows: a server may close on its last message.
 func (qp *QP) Close() error {
 	if !qp.closed.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -193,7 +198,7 @@ func (d *Device) Dial(ctx context.Context, addr string, qp *QP, param ConnParam)
 // Listener accepts connection requests.
 type Listener struct {
 	dev *Device
-	p   provider.Listener
+	p   ProviderListener
 }
 
 // Addr is the address peers dial.
@@ -215,7 +220,7 @@ func (l *Listener) Close() error { return l.p.Close() }
 // Reject.
 type ConnRequest struct {
 	dev *Device
-	p   provider.ConnRequest
+	p   ProviderConnRequest
 }
 
 // PrivateData is the initiator's private data.
@@ -239,13 +244,10 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (Conn
 // Reject refuses the request and sends privateData to the initiator.
 func (r *ConnRequest) Reject(privateData []byte) error { return r.p.Reject(privateData) }
 
-// Counter is a named transport counter.
-type Counter = provider.Counter
-
 // Counters returns the transport's counters for the QP (packets, bytes,
 // retransmissions, NAKs, ...), or nil when the transport keeps none.
 func (qp *QP) Counters() []Counter {
-	if cs, ok := qp.p.(provider.CounterSource); ok {
+	if cs, ok := qp.p.(CounterSource); ok {
 		return cs.Counters()
 	}
 	return nil

@@ -1,50 +1,29 @@
-// Package provider is the service-provider interface (SPI) between the public
-// [github.com/goverbs/goverbs/verbs] API and the devices that implement it.
-//
-// It owns two things: the vocabulary every layer shares (access flags,
-// opcodes, work requests, work completions, QP attributes and states,
-// capabilities, errors), and the interfaces a provider implements (Device,
-// PD, MR, CQ, QP, Listener, ConnRequest). It plays the part that
-// libibverbs' provider operations play in C, or database/sql/driver in Go:
-// the verbs package is handed a provider as a value, never looks one up in a
-// global registry, and adds what every provider needs and must not
-// duplicate — argument validation, object lifetimes and typed errors.
-//
-// A provider may be the shared software device [github.com/goverbs/goverbs/soft] with a link
-// (loopback, iWARP over TCP, RoCEv2 over UDP, shared memory) plugged in, or a
-// backend onto real RDMA hardware. This package imports only the standard
-// library.
-//
-// Ownership: slices inside a work request (the SGE list) belong to the
-// caller; a provider copies what it needs before PostSend or PostRecv
-// returns. Memory described by an SGE or a registered region is read and
-// written by the provider until the work request completes.
-package provider
+package verbs
 
 import "context"
 
 // Provider opens a device. A transport package returns a Provider value (for
 // example loopback.New()); verbs.Open calls Open exactly once per device.
 type Provider interface {
-	Open() (Device, error)
+	Open() (ProviderDevice, error)
 }
 
 // Device is an open RDMA device: the factory of every other object.
-type Device interface {
+type ProviderDevice interface {
 	// Caps reports the device's capabilities truthfully (SEMANTICS 1).
 	Caps() Caps
 	// AllocPD allocates a protection domain.
-	AllocPD() (PD, error)
+	AllocPD() (ProviderPD, error)
 	// CreateCQ creates a completion queue with room for attr.Entries work
 	// completions.
-	CreateCQ(attr CQAttr) (CQ, error)
+	CreateCQ(attr CQAttr) (ProviderCQ, error)
 	// Listen starts accepting connection requests on addr, whose syntax
 	// belongs to the transport (host:port for TCP and UDP, a socket path
 	// for shared memory, a name for loopback).
-	Listen(addr string) (Listener, error)
+	Listen(addr string) (ProviderListener, error)
 	// Dial connects qp (in RESET or INIT) to a listener at addr. On
 	// success qp is in RTS, connected to the QP the peer accepted with.
-	Dial(ctx context.Context, addr string, qp QP, param ConnParam) (ConnInfo, error)
+	Dial(ctx context.Context, addr string, qp ProviderQP, param ConnParam) (ConnInfo, error)
 	// Events returns the channel on which asynchronous events (CQ overrun,
 	// QP fatal error, communication established, ...) are delivered. The
 	// channel is closed when the device is closed.
@@ -56,16 +35,16 @@ type Device interface {
 
 // PD is a protection domain: memory regions and QPs of one PD can reach each
 // other; a remote key never reaches a region of another PD.
-type PD interface {
+type ProviderPD interface {
 	// RegisterMR registers buf. The provider keeps buf reachable and
 	// reads and writes it directly until the region is deregistered.
 	// mem, if not nil, is the allocator-owned backing of buf (it enables
 	// persistence and sharing with a same-host peer).
-	RegisterMR(buf []byte, access Access, mem Memory) (MR, error)
+	RegisterMR(buf []byte, access Access, mem ProviderMemory) (ProviderMR, error)
 	// CreateQP creates a reliable-connected queue pair in RESET.
-	CreateQP(attr QPInitAttr) (QP, error)
+	CreateQP(attr ProviderQPInitAttr) (ProviderQP, error)
 	// AllocMW allocates a memory window of the given type.
-	AllocMW(typ MWType) (MW, error)
+	AllocMW(typ MWType) (ProviderMW, error)
 	// Close deallocates the PD. The verbs layer guarantees no MR, MW or
 	// QP of the PD is still open.
 	Close() error
@@ -73,7 +52,7 @@ type PD interface {
 
 // Memory is the part of an allocator-owned buffer (package mem) a provider
 // may use: persistence for FLUSH and a shareable file descriptor.
-type Memory interface {
+type ProviderMemory interface {
 	// Persistent reports whether Persist makes bytes durable.
 	Persistent() bool
 	// Persist makes the byte range [off, off+n) durable.
@@ -86,7 +65,7 @@ type Memory interface {
 }
 
 // MR is a registered memory region.
-type MR interface {
+type ProviderMR interface {
 	LKey() uint32
 	RKey() uint32
 	// Addr is the region's virtual address: the address an SGE or a
@@ -102,17 +81,17 @@ type MR interface {
 
 // MW is a memory window: a remotely accessible view of part of an MR that can
 // be bound, invalidated and bound again with a new key.
-type MW interface {
+type ProviderMW interface {
 	Type() MWType
 	// RKey is the window's current remote key (zero when unbound).
 	RKey() uint32
 	// Bind binds a type 1 window through qp (which must be in RTS).
-	Bind(qp QP, bind MWBind) (rkey uint32, err error)
+	Bind(qp ProviderQP, bind MWBind) (rkey uint32, err error)
 	Close() error
 }
 
 // CQ is a completion queue.
-type CQ interface {
+type ProviderCQ interface {
 	// Poll copies up to len(wc) completions, oldest first, into wc and
 	// returns how many. It never blocks and never allocates. After an
 	// overrun it returns the completions it still holds, then ErrCQOverrun.
@@ -124,7 +103,7 @@ type CQ interface {
 }
 
 // QP is a reliable-connected queue pair.
-type QP interface {
+type ProviderQP interface {
 	QPN() uint32
 	// Modify applies the attributes named by mask, moving the QP to
 	// attr.State when mask has AttrState. An illegal transition or a
@@ -145,9 +124,9 @@ type QP interface {
 }
 
 // Listener accepts connection requests.
-type Listener interface {
+type ProviderListener interface {
 	// Accept waits for the next connection request.
-	Accept(ctx context.Context) (ConnRequest, error)
+	Accept(ctx context.Context) (ProviderConnRequest, error)
 	// Addr is the address peers dial.
 	Addr() string
 	Close() error
@@ -155,14 +134,14 @@ type Listener interface {
 
 // ConnRequest is an incoming connection request, answered by Accept or
 // Reject exactly once.
-type ConnRequest interface {
+type ProviderConnRequest interface {
 	// PrivateData is the initiator's private data.
 	PrivateData() []byte
 	// Param is the initiator's offer (IRD, ORD, ...).
 	Param() ConnParam
 	// Accept connects qp (in RESET or INIT) to the initiator and moves it
 	// to RTS.
-	Accept(ctx context.Context, qp QP, param ConnParam) (ConnInfo, error)
+	Accept(ctx context.Context, qp ProviderQP, param ConnParam) (ConnInfo, error)
 	// Reject refuses the request, sending privateData to the initiator.
 	Reject(privateData []byte) error
 }
@@ -293,5 +272,5 @@ const (
 // (ibv_rereg_mr). The old keys stop working before it returns; the region
 // gets new ones.
 type Reregisterer interface {
-	Reregister(flags ReregFlags, pd PD, buf []byte, access Access, mem Memory) error
+	Reregister(flags ReregFlags, pd ProviderPD, buf []byte, access Access, mem ProviderMemory) error
 }

@@ -1,4 +1,4 @@
-package provider
+package verbs
 
 import "strings"
 
@@ -261,13 +261,4 @@ type SendWR struct {
 type RecvWR struct {
 	ID  uint64
 	SGL []SGE
-}
-
-// Length returns the total length of an SGE list.
-func Length(sgl []SGE) uint64 {
-	var n uint64
-	for _, s := range sgl {
-		n += uint64(s.Length)
-	}
-	return n
 }

@@ -1,4 +1,4 @@
-package provider
+package verbs
 
 // DataPath says who moves the bytes.
 type DataPath uint8

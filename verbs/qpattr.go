@@ -1,9 +1,6 @@
-package provider
+package verbs
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // State is a QP state (ibv_qp_state).
 type State uint8
@@ -28,6 +25,9 @@ func (s State) String() string {
 	}
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
+
+// Valid reports whether s is one of the QP states.
+func (s State) Valid() bool { return s < numStates }
 
 // MTU is a path MTU in bytes: 256, 512, 1024, 2048 or 4096.
 type MTU uint16
@@ -89,9 +89,10 @@ type QPCap struct {
 	MaxInlineData uint32
 }
 
-// QPInitAttr are the attributes of a QP at creation (ibv_qp_init_attr).
-type QPInitAttr struct {
-	SendCQ, RecvCQ CQ
+// ProviderQPInitAttr are the attributes a provider gets to create a QP
+// (ibv_qp_init_attr): QPInitAttr with the CQs resolved to the provider's.
+type ProviderQPInitAttr struct {
+	SendCQ, RecvCQ ProviderCQ
 	Cap            QPCap
 	// SignalAll makes every send WR signalled (sq_sig_all).
 	SignalAll bool
@@ -133,25 +134,24 @@ type QPAttr struct {
 	EnSQDAsyncNotify bool
 }
 
-// rnrTimerMicros is the IBA table of RNR NAK timer codes (IBA 1.4 table 45),
-// in microseconds: code 0 is the longest wait, 655.36 ms.
-var rnrTimerMicros = [32]uint32{
-	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
-	2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
-	163840, 245760, 327680, 491520,
+var attrNames = [...]string{
+	"STATE", "ACCESS_FLAGS", "PKEY_INDEX", "PORT", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT",
+	"RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC",
+	"DEST_QPN", "CAP", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY",
 }
 
-// RNRTimer returns how long a sender waits after an RNR NAK that carries the
-// timer code (QPAttr.MinRNRTimer), as the IBA table defines it.
-func RNRTimer(code uint8) time.Duration {
-	return time.Duration(rnrTimerMicros[code&31]) * time.Microsecond
-}
-
-// AckTimeout returns the local ACK timeout for a QP's Timeout exponent:
-// 4.096 µs × 2^exp (IBA 1.4 §9.7.6.1.3); zero means wait forever.
-func AckTimeout(exp uint8) time.Duration {
-	if exp == 0 {
-		return 0
+func (m AttrMask) String() string {
+	s := ""
+	for i, n := range attrNames {
+		if m&(1<<i) != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n
+		}
 	}
-	return time.Duration(4096<<min(exp, 31)) * time.Nanosecond
+	if s == "" {
+		return "none"
+	}
+	return s
 }
