@@ -151,6 +151,9 @@ func (r *requester) complete(st provider.Status) {
 	r.head = (r.head + 1) % len(r.q)
 	r.n--
 	r.cur = max(r.cur-1, 0)
+	if st != provider.StatusSuccess {
+		r.failed = true
+	}
 	r.c.qp.CompleteSend(sw, st, 0)
 }
 

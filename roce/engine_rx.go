@@ -98,6 +98,12 @@ func (e *engine) input(b *rxBatch, now time.Time) {
 // not belong to an attached QP and its peer's address, does not parse or
 // fails its ICRC is dropped and counted: none of them can change a QP.
 func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
+	if isProbe(data) { // the connection manager's, never a QP's
+		if !e.probes.input(src, data) {
+			e.dev.inc(ctrDropForeign)
+		}
+		return
+	}
 	p, err := ib.ParsePacket(data)
 	var c *qpConn
 	if p.BTH != nil {
@@ -106,6 +112,9 @@ func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
 	switch {
 	case err != nil:
 		e.drop(c, ctrDropMalformed)
+		return
+	case p.BTH.DestQP() == barrierQPN && src == e.tx.local:
+		e.barrier(uint32(p.BTH.PSN()))
 		return
 	case !e.icrcOK(src, data):
 		e.drop(c, ctrDropICRC)
@@ -149,4 +158,34 @@ func (e *engine) icrcOK(src netip.AddrPort, pkt []byte) bool {
 		}
 	}
 	return e.rxCRC.verify(src, pkt)
+}
+
+// barrierQPN is the destination of the barrier datagrams an engine sends
+// itself: QPN 0xFFFFFF is the one the IBA reserves for multicast, which no RC
+// QP has.
+const barrierQPN = 0xFFFFFF
+
+// sendBarrier queues a barrier datagram to the engine's own socket and
+// returns its number; it leaves with this turn's flush. The socket queues
+// it behind every datagram already received, so when it comes back the
+// engine has read those (qpConn.drainUntilBarrier).
+// Precondition: e.mu is held.
+func (e *engine) sendBarrier() uint32 {
+	e.barrierSeq = uint32(ib.PSN(e.barrierSeq + 1).Mask())
+	sl := e.tx.slot()
+	ib.AETH(sl.hdr[ib.BTHLen:]).Encode(&ib.AETHFields{Syndrome: ib.SyndromeACK})
+	ib.BTH(sl.hdr[:]).Encode(&ib.BTHFields{Opcode: ib.OpAck, PKey: ib.DefaultPKey, DestQP: barrierQPN, PSN: ib.PSN(e.barrierSeq)})
+	e.tx.commit(e.tx.local, false, ib.BTHLen+ib.AETHLen, nil, 0, 0)
+	return e.barrierSeq
+}
+
+// barrier handles the barrier numbered seq coming back: the QPs waiting
+// for it, or for an earlier one, flush what their requesters hold.
+// Precondition: e.mu is held.
+func (e *engine) barrier(seq uint32) {
+	for _, c := range e.qps {
+		if c.draining && ib.PSN(seq).Diff(ib.PSN(c.drainSeq)) >= 0 {
+			c.flushErr()
+		}
+	}
 }

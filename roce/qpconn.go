@@ -37,6 +37,12 @@ type qpConn struct {
 	active   bool // in e.active
 	errored  bool // the QP entered ERR: take no more work
 
+	// draining: the QP entered ERR but the requester still takes the
+	// responses that arrived before (drainUntilBarrier); it sends nothing.
+	draining bool
+	drainSeq uint32    // the barrier it waits for
+	drainDue time.Time // when it stops waiting
+
 	pending atomic.Uint32
 	cm      *cmConn // the side channel; nil for a manual connection
 }
@@ -83,8 +89,25 @@ func (c *qpConn) RecvReady() {}
 func (c *qpConn) Errored() { c.e.post(c, flagErr) }
 
 // Disconnect implements soft.Endpoint: the side channel tells the peer,
-// whose QP then moves to ERR, as an rdma_cm DREQ would.
+// whose QP then moves to ERR, as an rdma_cm DREQ would. First the
+// responder acknowledges everything it executed and sends what it owes:
+// the peer flushes what is unacknowledged when the DREQ arrives, and a
+// message this side received (and whose completion the application may
+// already have seen) must not be reported to its sender as failed.
 func (c *qpConn) Disconnect() {
+	c.e.mu.Lock()
+	if c.attached && !c.errored && !c.e.stopped {
+		now := c.e.clock()
+		c.resp.ackAll()
+		for {
+			if _, more := c.resp.transmit(c.e.tx, now, txQuota); !more {
+				break
+			}
+		}
+		c.e.tx.flush()
+	}
+	c.e.mu.Unlock()
+	c.e.kick()
 	if c.cm != nil {
 		c.cm.disconnect()
 	}
@@ -121,22 +144,56 @@ func (c *qpConn) handle(f uint32, now time.Time) {
 	if !c.attached {
 		return
 	}
-	if f&flagErr != 0 && !c.errored {
-		c.errored = true
-		c.req.flush()
+	if f&flagErr != 0 && !c.errored && !c.draining {
 		c.resp.abort()
 		c.e.activate(c) // queued ACKs and NAKs still go out
+		if c.req.n > 0 && !c.req.failed {
+			// The QP failed from outside (the peer disconnected, the
+			// responder found an error): responses may be on their way.
+			c.drainUntilBarrier(now)
+		} else {
+			c.flushErr()
+		}
 	}
-	if f&flagSend != 0 && !c.errored {
+	if f&flagSend != 0 && !c.errored && !c.draining {
 		c.req.ready(now)
 		c.e.activate(c)
 	}
+}
+
+// drainUntilBarrier delays the requester's flush after the QP entered
+// ERR until the engine has read every datagram that was in the socket at
+// that moment: the peer that disconnected acknowledged its last messages
+// before it sent the DREQ (Disconnect), but the DREQ comes over the side
+// channel, on another goroutine, and may be read first. The engine sends
+// itself a barrier datagram, which the socket queues behind them; when it
+// comes back, or after drainLimit if it is lost, the rest is flushed.
+// Precondition: e.mu is held.
+func (c *qpConn) drainUntilBarrier(now time.Time) {
+	c.draining = true
+	c.drainSeq = c.e.sendBarrier()
+	c.drainDue = now.Add(drainLimit)
+}
+
+// drainLimit bounds the wait for a barrier that was lost (a full socket
+// buffer drops it).
+const drainLimit = 20 * time.Millisecond
+
+// flushErr completes every WQE the requester holds with WR_FLUSH_ERR.
+// Precondition: e.mu is held.
+func (c *qpConn) flushErr() {
+	c.draining = false
+	c.errored = true
+	c.req.flush()
 }
 
 // release forgets the QP: it is being reset or destroyed, and the soft
 // device discards its WQEs without completions.
 // Precondition: e.mu is held.
 func (c *qpConn) release() {
+	if c.draining {
+		c.flushErr() // what the requester holds is flushed, not lost
+	}
 	if c.attached {
 		c.attached = false
 		delete(c.e.qps, c.qpn)
@@ -150,7 +207,7 @@ func (c *qpConn) release() {
 // peer's window), and reports whether more are waiting.
 func (c *qpConn) transmit(tx *txBatch, now time.Time, quota int) bool {
 	n, more := c.resp.transmit(tx, now, quota)
-	if c.errored {
+	if c.errored || c.draining {
 		return more
 	}
 	return c.req.transmit(tx, now, quota-n) || more
@@ -159,6 +216,9 @@ func (c *qpConn) transmit(tx *txBatch, now time.Time, quota int) bool {
 // deadline is the QP's next timer, zero if none.
 func (c *qpConn) deadline() time.Time {
 	d, l := c.req.deadline(), c.resp.lingerDue
+	if c.draining {
+		d = c.drainDue
+	}
 	if d.IsZero() || !l.IsZero() && l.Before(d) {
 		return l
 	}
@@ -168,7 +228,12 @@ func (c *qpConn) deadline() time.Time {
 // onTimer runs the QP's due timers.
 func (c *qpConn) onTimer(now time.Time) {
 	c.resp.expireHolds(now)
-	if !c.errored {
+	switch {
+	case c.draining:
+		if !now.Before(c.drainDue) {
+			c.flushErr()
+		}
+	case !c.errored:
 		c.req.onTimer(now)
 	}
 }

@@ -80,6 +80,7 @@ type requester struct {
 	probeDue time.Time // when to ask for the ACK of owedPSN; zero if not due
 	probing  bool      // the next transmit sends the probe
 	forceAck bool      // the packet being built asks for an ACK
+	failed   bool      // a WQE completed with an error: the QP's ERR is ours
 }
 
 func (r *requester) init(c *qpConn) {

@@ -224,6 +224,7 @@ func (s *responder) emitAck(tx *txBatch, it *respItem) {
 	s.c.ctr.inc(ctrTxPackets)
 	if it.syn == ib.SyndromeACK {
 		s.c.ctr.inc(ctrAcksSent)
+		s.acked = it.psn == s.ePSN.Add(-1)
 	}
 }
 

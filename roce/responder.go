@@ -21,6 +21,7 @@ type responder struct {
 	ePSN    ib.PSN // the PSN expected next
 	msn     uint32 // messages completed, 24 bits (AETH MSN)
 	nakSent bool   // a sequence NAK went out for the current gap
+	acked   bool   // every request executed was acknowledged (ackAll)
 
 	msg inMessage // the multi-packet message in progress
 
@@ -57,6 +58,7 @@ type inMessage struct {
 func (s *responder) init(c *qpConn, rqPSN uint32, ird int) {
 	s.c, s.mtu = c, c.mtu
 	s.ePSN = ib.PSN(rqPSN).Mask()
+	s.acked = true
 	s.res = make([]resource, max(ird, 0))
 	s.out.init()
 }
@@ -121,6 +123,7 @@ func (s *responder) execute(p *ib.Packet, psn ib.PSN) {
 	}
 	s.ePSN = psn.Add(n)
 	s.nakSent = false
+	s.acked = false
 	// SEND and WRITE are acknowledged when asked (rxe acknowledge()); the
 	// other requests by their responses.
 	if p.BTH.AckReq() && msgKindOf(op) != msgNone {
@@ -172,6 +175,14 @@ func (s *responder) fatal(code ib.NAKCode, psn ib.PSN, err error) {
 	}
 	s.msg = inMessage{}
 	s.c.qp.Fail(ev, err)
+}
+
+// ackAll queues an ACK of every request executed, unless one went out
+// already: the QP is about to disconnect (qpConn.Disconnect).
+func (s *responder) ackAll() {
+	if !s.acked {
+		s.queueACK(s.ePSN.Add(-1))
+	}
 }
 
 // rnr answers a SEND (or WRITE with immediate) that found no receive: the
