@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -111,11 +112,53 @@ func (c *cmConn) close() {
 	c.unregister()
 }
 
+// sendREJ refuses the connection, telling the peer why.
+func (c *cmConn) sendREJ(pd []byte, reason string) error {
+	return c.send(&cmMsg{Type: cmREJ, Private: pd, Reason: reason})
+}
+
+// cmRead is the result of a read of the side channel by readAsync.
+type cmRead struct {
+	m   cmMsg
+	err error
+}
+
+// readAsync reads one message on a goroutine of its own, which ends with
+// the read: a deadline, or closing the channel, stops it.
+func (c *cmConn) readAsync() <-chan cmRead {
+	ch := make(chan cmRead, 1)
+	go func() {
+		m, err := readCM(c.nc)
+		ch <- cmRead{m, err}
+	}()
+	return ch
+}
+
+// boundPeer is the UDP address the data path may use for the peer that
+// sent m (a REQ or REP) on nc: the IP must be the side channel's remote
+// IP, which the TCP handshake proved; the port is proven by a probe later
+// (cm_probe.go). The error is the reason the connection is refused.
+func boundPeer(nc net.Conn, m *cmMsg) (netip.AddrPort, error) {
+	ta, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("side channel remote address %v is not TCP", nc.RemoteAddr())
+	}
+	ip := ta.AddrPort().Addr().Unmap()
+	switch {
+	case m.Addr.Addr() != ip:
+		return netip.AddrPort{}, fmt.Errorf("RoCE address %v is not at the side channel's source IP %v", m.Addr, ip)
+	case m.Addr.Port() == 0:
+		return netip.AddrPort{}, fmt.Errorf("RoCE address %v has no port", m.Addr)
+	}
+	return m.Addr, nil
+}
+
 // establish attaches a connection's endpoint to qp and moves the QP to RTS.
-func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, sqPSN uint32, p provider.ConnParam, ord uint8) (*qpConn, error) {
+// peer is the address boundPeer gave and a probe proved.
+func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, peer netip.AddrPort, sqPSN uint32, p provider.ConnParam, ord uint8) (*qpConn, error) {
 	mtu := min(m.MTU, l.cfg.PathMTU)
 	c := newQPConn(l.eng, qp, qpParams{
-		dest: m.QPN, peer: m.Addr, rqPSN: m.PSN, mtu: mtu, ird: p.ResponderResources,
+		dest: m.QPN, peer: peer, rqPSN: m.PSN, mtu: mtu, ird: p.ResponderResources,
 		gso: true, anyPort: l.cfg.AnyPeerPort,
 	})
 	c.cm = cm
@@ -123,7 +166,7 @@ func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, sqPSN uint32, p prov
 		return nil, err
 	}
 	err := qp.Establish(c, soft.EstablishAttr{
-		DestQPN: m.QPN, AV: provider.AddressVector{Addr: m.Addr.String()},
+		DestQPN: m.QPN, AV: provider.AddressVector{Addr: peer.String()},
 		RQPSN: m.PSN, SQPSN: sqPSN, PathMTU: mtu,
 		IRD: p.ResponderResources, ORD: ord,
 		RetryCnt: p.RetryCount, RNRRetry: p.RNRRetryCount,
@@ -147,11 +190,14 @@ func checkPrivateData(pd []byte) error {
 }
 
 // ctxErr turns a context's end, or the deadline it set on the side
-// channel, into the verbs timeout error.
+// channel, into the verbs timeout error. A socket deadline may pass a
+// moment before the context's own timer marks it done: the deadline is the
+// context's (watch), so that is context.DeadlineExceeded too, and a Dial
+// that timed out matches it on every transport.
 func ctxErr(ctx context.Context, op, addr string) error {
 	err := ctx.Err()
 	if err == nil {
-		err = os.ErrDeadlineExceeded
+		err = context.DeadlineExceeded
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return &OpError{Op: op, Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrTimeout, err)}

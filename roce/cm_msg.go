@@ -48,11 +48,12 @@ func (t cmType) String() string {
 }
 
 // cmMagic opens every REQ and REP: a stray TCP client is refused before
-// anything is applied to a QP.
-var cmMagic = [4]byte{'G', 'V', 'R', '1'}
+// anything is applied to a QP. Version 2 added the cookies of the address
+// proof (cm_probe.go) and the REJ's reason; a version-1 peer is refused.
+var cmMagic = [4]byte{'G', 'V', 'R', '2'}
 
-// cmMsg is a decoded side-channel message. REQ and REP use every field;
-// REJ only PrivateData; RTU and DREQ none.
+// cmMsg is a decoded side-channel message. REQ and REP use every field
+// but Reason; REJ only PrivateData and Reason; RTU and DREQ none.
 type cmMsg struct {
 	Type     cmType
 	QPN      uint32
@@ -62,14 +63,16 @@ type cmMsg struct {
 	Retry    uint8
 	RNRRetry uint8
 	Addr     netip.AddrPort // the sender's RoCE address (GID and UDP port)
+	Cookie   cookie         // what the receiver must probe the sender with from its Addr
 	Private  []byte
+	Reason   string // why a REJ refused (at most 255 bytes), for the peer's error
 }
 
 // Sizes of the encoding.
 const (
 	cmHeaderLen = 3
-	cmConnLen   = 4 + 4 + 4 + 2 + 4 + 16 + 2 + 2 // magic, QPN, PSN, MTU, IRD/ORD/retries, IP, port, pd length
-	cmMaxBody   = cmConnLen + MaxPrivateData
+	cmConnLen   = 4 + 4 + 4 + 2 + 4 + 16 + 2 + cookieLen + 2 // magic, QPN, PSN, MTU, IRD/ORD/retries, IP, port, cookie, pd length
+	cmMaxBody   = cmConnLen + MaxPrivateData + 1 + 255       // a REJ's reason is shorter than that
 )
 
 var errCMFormat = fmt.Errorf("%w: malformed roce connection message", provider.ErrProtocol)
@@ -88,10 +91,15 @@ func appendCM(b []byte, m *cmMsg) []byte {
 		ip := m.Addr.Addr().As16()
 		b = append(b, ip[:]...)
 		b = binary.BigEndian.AppendUint16(b, m.Addr.Port())
-		fallthrough
+		b = append(b, m.Cookie[:]...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(m.Private)))
+		b = append(b, m.Private...)
 	case cmREJ:
 		b = binary.BigEndian.AppendUint16(b, uint16(len(m.Private)))
 		b = append(b, m.Private...)
+		r := m.Reason[:min(len(m.Reason), 255)]
+		b = append(b, byte(len(r)))
+		b = append(b, r...)
 	}
 	binary.BigEndian.PutUint16(b[start-2:], uint16(len(b)-start))
 	return b
@@ -133,15 +141,29 @@ func parseCM(t cmType, b []byte) (cmMsg, error) {
 		m.MTU = provider.MTU(binary.BigEndian.Uint16(b[12:]))
 		m.IRD, m.ORD, m.Retry, m.RNRRetry = b[14], b[15], min(b[16], 7), min(b[17], 7)
 		m.Addr = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[18:34])).Unmap(), binary.BigEndian.Uint16(b[34:]))
+		m.Cookie = cookie(b[36:])
 		if !m.MTU.Valid() {
 			return m, errCMFormat
 		}
-		b = b[36:]
+		b = b[36+cookieLen:]
+		if len(b) < 2 || int(binary.BigEndian.Uint16(b)) != len(b)-2 {
+			return m, errCMFormat
+		}
 	case cmREJ:
+		// private data, then the reason's length and the reason
+		if len(b) < 3 {
+			return m, errCMFormat
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n+1 || len(b) != 2+n+1+int(b[2+n]) {
+			return m, errCMFormat
+		}
+		m.Reason = string(b[2+n+1:])
+		b = b[:2+n]
 	default:
 		return m, errCMFormat
 	}
-	if len(b) < 2 || int(binary.BigEndian.Uint16(b)) != len(b)-2 || len(b)-2 > MaxPrivateData {
+	if len(b)-2 > MaxPrivateData {
 		return m, errCMFormat
 	}
 	if len(b) > 2 {

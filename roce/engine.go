@@ -58,6 +58,8 @@ type engine struct {
 
 	barrierSeq uint32 // the last barrier sent (sendBarrier), 24 bits
 
+	probes probeTable // the connection manager's address proofs (cm_probe.go); its own lock
+
 	notifyMu sync.Mutex
 	notify   []*qpConn  // QPs with pending flags; guarded by notifyMu
 	rxq      []*rxBatch // received batches waiting for a turn; guarded by notifyMu

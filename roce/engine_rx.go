@@ -98,6 +98,12 @@ func (e *engine) input(b *rxBatch, now time.Time) {
 // not belong to an attached QP and its peer's address, does not parse or
 // fails its ICRC is dropped and counted: none of them can change a QP.
 func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
+	if isProbe(data) { // the connection manager's, never a QP's
+		if !e.probes.input(src, data) {
+			e.dev.inc(ctrDropForeign)
+		}
+		return
+	}
 	p, err := ib.ParsePacket(data)
 	var c *qpConn
 	if p.BTH != nil {

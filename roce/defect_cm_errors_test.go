@@ -1,0 +1,63 @@
+package roce_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Issue 11, item 8: the same error matches the same way on every
+// transport.
+
+// TestDefectCMListenInUseIsBusy: Listen on an address in use is ErrBusy,
+// as on iwarp, shm and loopback.
+func TestDefectCMListenInUseIsBusy(t *testing.T) {
+	d := openDevice(t, roce.Options{})
+	defer d.Close()
+	ln, err := d.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = d.Listen(ln.Addr())
+	if !errors.Is(err, verbs.ErrBusy) {
+		t.Fatalf("Listen on %s, in use = %v; want ErrBusy", ln.Addr(), err)
+	}
+}
+
+// TestDefectCMDialTimeoutIsDeadlineExceeded: a Dial whose listener never
+// answers ends with an error matching context.DeadlineExceeded and
+// ErrTimeout, every time (the socket's deadline may fire a moment before
+// the context's timer).
+func TestDefectCMDialTimeoutIsDeadlineExceeded(t *testing.T) {
+	d := openDevice(t, roce.Options{})
+	defer d.Close()
+	_, _, qp := newQP(t, d, verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	tl, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	go func() { // accepts and says nothing
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := d.Dial(ctx, tl.Addr().String(), qp, verbs.ConnParam{})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, verbs.ErrTimeout) {
+			t.Fatalf("try %d: Dial = %v; want DeadlineExceeded and ErrTimeout", i, err)
+		}
+	}
+}
