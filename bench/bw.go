@@ -39,6 +39,9 @@ func (w *worker) stream(op verbs.Opcode, sp span, last bool) (int64, error) {
 			}
 		}
 		moved += int64(posted)
+		if sp.prog != nil && posted > 0 {
+			sp.prog.Add(int64(posted))
+		}
 		if open == 0 {
 			break
 		}

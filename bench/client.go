@@ -25,6 +25,9 @@ type Options struct {
 	Emit func(report.Result) error
 	// Progress, if set, is told what is being measured.
 	Progress func(format string, args ...any)
+	// Tick, if set, is called about four times a second during each
+	// trial with how far it has come. It must not block.
+	Tick func(Tick)
 }
 
 // Run runs the benchmark cfg describes and returns its results, each RDMA

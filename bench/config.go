@@ -257,3 +257,25 @@ func (c *Config) warmup(iters int) Warmup {
 	}
 	return Warmup{Iters: min(max(iters/10, 1), 1000)}
 }
+
+// Measurements returns how many (test, size) measurements the run makes,
+// and which of its tests are socket baselines (plain TCP beside the RDMA
+// tests): what a run's length follows from. Call it after Check.
+func (c *Config) Measurements() (n int, baselines []string) {
+	for _, t := range c.tests() {
+		n += len(c.sizes(t))
+		if t.Socket {
+			baselines = append(baselines, t.Name)
+		}
+	}
+	return n, baselines
+}
+
+// PlannedWarmup returns the warm-up of a run by duration (zero in a run by
+// iterations, where it is a tenth of the iterations, at most 1000).
+func (c *Config) PlannedWarmup() time.Duration {
+	if c.Duration == 0 {
+		return c.Warmup.Time
+	}
+	return c.warmup(0).Time
+}

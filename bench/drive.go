@@ -194,7 +194,9 @@ func (cl *client) runTrial(ctx context.Context, s session, t Test, tr *trial, re
 		}
 	}
 	r := launch(ctx, s, tr)
+	stopTicks := cl.ticker(t, tr, r)
 	m, cpu, rcpu, err := cl.measureTrial(ctx, r, t, remote)
+	stopTicks()
 	if err != nil {
 		r.stop()
 		return nil, nil, nil, err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/bench/stats"
 	"github.com/goverbs/goverbs/verbs"
@@ -11,10 +12,19 @@ import (
 type span struct {
 	iters int
 	until int64
+	// prog, if set, counts the operations done, 64 at a time, for
+	// Options.Tick: one atomic add per 64 operations.
+	prog *atomic.Int64
 }
+
+// progEvery is how many operations a span counts at a time.
+const progEvery = 64
 
 // more reports whether operation i may start at time now.
 func (s span) more(i int, now int64) bool {
+	if s.prog != nil && i > 0 && i%progEvery == 0 {
+		s.prog.Add(progEvery)
+	}
 	if s.until > 0 {
 		return now < s.until
 	}

@@ -41,6 +41,7 @@ type part struct {
 // side's active jobs are all warm and the peer's are too, so that CPU time
 // and bandwidth are measured over the same interval on both sides.
 type gate struct {
+	ops     atomic.Int64 // operations measured so far, for Options.Tick
 	pending atomic.Int32
 	warm    chan struct{} // closed when every active job arrived
 	release chan struct{} // closed by open
@@ -86,9 +87,9 @@ func (g *gate) wait(ctx context.Context) error {
 // measured returns the span of a trial's measurement per connection.
 func (g *gate) measured(tr *trial) span {
 	if tr.Duration > 0 {
-		return span{until: g.start + int64(tr.Duration)}
+		return span{until: g.start + int64(tr.Duration), prog: &g.ops}
 	}
-	return span{iters: tr.Iters}
+	return span{iters: tr.Iters, prog: &g.ops}
 }
 
 // warmSpan returns the span of a trial's warm-up per connection.

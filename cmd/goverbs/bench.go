@@ -35,7 +35,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	results, err := bench.Run(ctx, f.cfg, bench.Options{Connect: f.connect, Emit: out.emit, Progress: out.progress.Update})
+	tk := &ticks{progress: out.progress, lines: out.table, interval: f.interval}
+	if f.cfg.Duration > 0 || f.interval > 0 {
+		fmt.Fprintln(out.table, planLine(f.cfg))
+	}
+	results, err := bench.Run(ctx, f.cfg, bench.Options{Connect: f.connect, Emit: out.emit,
+		Progress: out.progress.Update, Tick: tk.tick})
 	out.progress.Clear()
 	if err != nil {
 		return out.partial(ctx, results, err)

@@ -39,6 +39,7 @@ type benchFlags struct {
 	port       int
 	host       string // a positional argument that names no test: the server
 	gbits      bool
+	interval   time.Duration
 	listTests  bool
 	noProgress bool
 }
@@ -76,6 +77,7 @@ func newBenchFlags() *benchFlags {
 	fs.StringVar(&f.plot, "plot", "", "draw latency CDFs or bandwidth against size, RDMA beside TCP, to `FILE`.svg or FILE.png")
 	fs.BoolVar(&f.histogram, "histogram", false, "print a log-bucket histogram of every latency result")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress line on a terminal")
+	fs.DurationVar(&f.interval, "interval", 0, "print the bandwidth of every `period` of a bandwidth measurement (iperf3 -i), e.g. 1s")
 	fs.StringVar(&f.listen, "listen", "", "serve one run for a client at `ADDR` (e.g. :18515); the client's flags decide the run")
 	fs.StringVar(&f.connect, "connect", "", "run against a server started with --listen at `ADDR` (host:port)")
 	f.perftestSpellings()
