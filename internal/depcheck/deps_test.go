@@ -60,6 +60,7 @@ var rules = map[string][]string{
 	"interop/rping":             {"verbs", "interop/internal/endpoint"},
 	"interop/pingpong":          {"verbs", "interop/internal/endpoint"},
 	"interop/perftest":          {"verbs", "bench/stats", "interop/internal/endpoint"},
+	"stream":                    {"verbs"},
 
 	// Test kits and commands.
 	"internal/conformance": {"provider", "verbs", "mem"},

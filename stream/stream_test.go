@@ -1,0 +1,290 @@
+package stream_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/stream"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// transport is a way to open a device and an address to listen on.
+type transport struct {
+	name   string
+	open   func() provider.Provider
+	listen string
+	cfg    stream.Config
+}
+
+var transports = []transport{
+	{name: "loopback", open: loopback.New, listen: "stream-test"},
+	{name: "loopback-send", open: loopback.New, listen: "stream-test", cfg: stream.Config{SendMode: true}},
+	{name: "iwarp", open: func() provider.Provider { return iwarp.New() }, listen: "127.0.0.1:0"},
+	{name: "roce", open: func() provider.Provider { return roce.New(roce.Options{Addr: "127.0.0.1:0"}) }, listen: "127.0.0.1:0"},
+	{name: "shm", open: func() provider.Provider { return shm.New(shm.Config{}) }, listen: ""},
+}
+
+// forEach runs f once per transport.
+func forEach(t *testing.T, f func(t *testing.T, tr transport)) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { f(t, tr) })
+	}
+}
+
+// openDevice opens the transport's device, closed at the end of the test.
+func openDevice(t testing.TB, tr transport) *verbs.Device {
+	t.Helper()
+	dev, err := verbs.Open(tr.open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+// pipe connects two streams over one device of the transport; stop closes
+// both and the listener.
+func pipe(t testing.TB, dev *verbs.Device, tr transport) (c1, c2 *stream.Conn, stop func()) {
+	t.Helper()
+	l, err := tr.cfg.ListenStream(dev, tr.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		c   *stream.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := l.AcceptStream()
+		ch <- res{c, err}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c1, err = tr.cfg.DialStream(ctx, dev, l.Addr().String())
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		c1.Close()
+		l.Close()
+		t.Fatal(r.err)
+	}
+	return c1, r.c, func() {
+		c1.Close()
+		r.c.Close()
+		l.Close()
+	}
+}
+
+// TestTransfer sends several MiB each way at once, in writes of random
+// sizes, and checks every byte.
+func TestTransfer(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		c1, c2, stop := pipe(t, dev, tr)
+		defer stop()
+		const size = 2 << 20
+		errc := make(chan error, 4)
+		send := func(c *stream.Conn, seed uint64) {
+			r := rand.New(rand.NewPCG(seed, 0))
+			buf := make([]byte, size)
+			for i := range buf {
+				buf[i] = byte(r.Uint32())
+			}
+			for off := 0; off < size; {
+				n := min(size-off, 1+r.IntN(200<<10))
+				if _, err := c.Write(buf[off : off+n]); err != nil {
+					errc <- err
+					return
+				}
+				off += n
+			}
+			errc <- c.CloseWrite()
+		}
+		recv := func(c *stream.Conn, seed uint64) {
+			r := rand.New(rand.NewPCG(seed, 0))
+			want := make([]byte, size)
+			for i := range want {
+				want[i] = byte(r.Uint32())
+			}
+			got, err := io.ReadAll(c)
+			if err == nil && !bytes.Equal(got, want) {
+				err = errors.New("received bytes differ from those sent")
+			}
+			errc <- err
+		}
+		go send(c1, 1)
+		go send(c2, 2)
+		go recv(c2, 1)
+		go recv(c1, 2)
+		for range 4 {
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestHalfClose: after CloseWrite the peer reads io.EOF, and can still
+// write back.
+func TestHalfClose(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		c1, c2, stop := pipe(t, dev, tr)
+		defer stop()
+		if _, err := c1.Write([]byte("request")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c1.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(c2)
+		if err != nil || string(got) != "request" {
+			t.Fatalf("peer read %q, %v; want \"request\", io.EOF", got, err)
+		}
+		if _, err := c1.Write([]byte("x")); err == nil {
+			t.Fatal("Write after CloseWrite succeeded")
+		}
+		if _, err := c2.Write([]byte("response")); err != nil {
+			t.Fatal(err)
+		}
+		c2.Close()
+		got, err = io.ReadAll(c1)
+		if err != nil || string(got) != "response" {
+			t.Fatalf("read %q, %v after the peer closed; want \"response\", io.EOF", got, err)
+		}
+	})
+}
+
+func checkTimeout(t *testing.T, err error) {
+	t.Helper()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v, want a net.Error timeout matching os.ErrDeadlineExceeded", err)
+	}
+}
+
+// TestDeadlines: a blocked Read and a Write blocked by a full pipe return
+// at their deadlines, with timeout errors; clearing the deadline lets I/O
+// go on.
+func TestDeadlines(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		c1, c2, stop := pipe(t, dev, tr)
+		defer stop()
+
+		c1.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		start := time.Now()
+		_, err := c1.Read(make([]byte, 10))
+		checkTimeout(t, err)
+		if d := time.Since(start); d < 15*time.Millisecond || d > 2*time.Second {
+			t.Errorf("Read returned after %v with a 20ms deadline", d)
+		}
+
+		// The peer reads nothing: the write ring and the peer's ring fill.
+		c1.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		buf := make([]byte, 64<<10)
+		total := 0
+		for {
+			n, err := c1.Write(buf)
+			total += n
+			if err != nil {
+				checkTimeout(t, err)
+				break
+			}
+			if total > 64<<20 {
+				t.Fatal("64 MiB written to a peer that reads nothing")
+			}
+		}
+		c1.SetDeadline(time.Time{})
+		// Everything accepted arrives.
+		done := make(chan error, 1)
+		go func() {
+			_, err := io.CopyN(io.Discard, c2, int64(total))
+			done <- err
+		}()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c1.Write([]byte("more")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCloseUnblocks: Close returns blocked Reads and Writes within 10ms.
+func TestCloseUnblocks(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		tr.cfg.Linger = 20 * time.Millisecond // the peer never reads what is left
+		dev := openDevice(t, tr)
+		c1, _, stop := pipe(t, dev, tr)
+		defer stop()
+		// Fill the pipe so that the Write blocks.
+		c1.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		for {
+			if _, err := c1.Write(make([]byte, 64<<10)); err != nil {
+				break
+			}
+		}
+		c1.SetWriteDeadline(time.Time{})
+		errc := make(chan error, 2)
+		go func() { _, err := c1.Read(make([]byte, 1)); errc <- err }()
+		go func() { _, err := c1.Write(make([]byte, 1<<20)); errc <- err }()
+		time.Sleep(20 * time.Millisecond) // let both block
+		closed := time.Now()
+		go c1.Close()
+		for range 2 {
+			err := <-errc
+			if d := time.Since(closed); d > 10*time.Millisecond {
+				t.Errorf("a waiter returned %v after Close", d)
+			}
+			if !errors.Is(err, net.ErrClosed) {
+				t.Errorf("got %v, want net.ErrClosed", err)
+			}
+		}
+	})
+}
+
+// TestAddrs: the addresses are the transport's, on the "rdma" network.
+func TestAddrs(t *testing.T) {
+	tr := transports[0]
+	dev := openDevice(t, tr)
+	c1, c2, stop := pipe(t, dev, tr)
+	defer stop()
+	for _, a := range []net.Addr{c1.LocalAddr(), c1.RemoteAddr(), c2.LocalAddr(), c2.RemoteAddr()} {
+		if a.Network() != "rdma" {
+			t.Errorf("address %v on network %q", a, a.Network())
+		}
+	}
+	if c1.RemoteAddr().String() != c2.LocalAddr().String() {
+		t.Errorf("dialer's remote %v, acceptor's local %v", c1.RemoteAddr(), c2.LocalAddr())
+	}
+}
+
+// TestNoFallback: dialing where nothing listens fails; it never reaches a
+// TCP listener instead.
+func TestNoFallback(t *testing.T) {
+	tr := transports[0]
+	dev := openDevice(t, tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if c, err := stream.Dial(ctx, dev, "nobody-listens"); err == nil {
+		c.Close()
+		t.Fatal("Dial succeeded with no listener")
+	}
+}
