@@ -20,8 +20,28 @@ type Provider struct {
 	link *link // the device opened last
 }
 
-// New returns a provider for a RoCEv2 device with the given options.
-func New(opts Options) *Provider { return &Provider{opts: opts} }
+// New returns a provider for a RoCEv2 device. With no options it binds
+// 127.0.0.1:4791; an Options value sets every option at once, and later
+// options override earlier ones:
+//
+//	roce.New()                                  // 127.0.0.1:4791
+//	roce.New(roce.Options{Addr: "10.0.0.1"})    // UDP 10.0.0.1:4791
+//	roce.New(roce.Options{Addr: "127.0.0.1:0"}) // a free port: peers find it through the CM
+func New(opts ...Option) *Provider {
+	p := &Provider{}
+	for _, o := range opts {
+		o.applyRoCE(&p.opts)
+	}
+	return p
+}
+
+// Option configures the provider New returns. An Options value is one.
+type Option interface {
+	applyRoCE(*Options)
+}
+
+// applyRoCE makes an Options value an Option: it replaces every option.
+func (o Options) applyRoCE(dst *Options) { *dst = o }
 
 // deviceSeq numbers devices for their default names.
 var deviceSeq atomic.Int64

@@ -2,8 +2,12 @@ package roce
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
+
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Message is one datagram crossing the socket seam.
@@ -63,6 +67,15 @@ func listenUDP(c *config) (PacketConn, error) {
 		network = "udp6"
 	}
 	uc, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(c.addr))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// The usual cause: a second device on the RoCEv2 port, whether
+		// Linux rxe or another goverbs device. Say what to do about it.
+		return nil, &OpError{Op: "listen", Addr: c.addr.String(), Err: fmt.Errorf(
+			"%w: UDP %v is taken (by Linux rxe or another RoCE device on this host): "+
+				"give this device another address, or port 0 for a free port that peers reach through "+
+				"the connection manager (roce.Options{Addr: %q}): %v",
+			provider.ErrBusy, c.addr, netip.AddrPortFrom(c.addr.Addr(), 0).String(), err)}
+	}
 	if err != nil {
 		return nil, &OpError{Op: "listen", Addr: c.addr.String(), Err: err}
 	}
