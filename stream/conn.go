@@ -121,10 +121,11 @@ type Conn struct {
 	tgtKey           uint32
 	tgtBuf           int       // index of the peer's ring part being filled
 	endSeq           [2]uint16 // sseqNo after the last message of part i%2
-	sglSeen          bool
-	wantCtrl         int  // control message to send after the pending data, or -1
-	wshut            bool // CloseWrite was called
-	peerGone         bool // the peer disconnected or the QP failed: writes fail
+	exhausted        int       // parts 0..exhausted-1 of the peer's ring are full
+	granted          int       // parts 0..granted of the peer's ring were handed out
+	wantCtrl         int       // control message to send after the pending data, or -1
+	wshut            bool      // CloseWrite was called
+	peerGone         bool      // the peer disconnected or the QP failed: writes fail
 	closed           bool
 	dead             bool // torn down: post nothing more
 	// established: the peer's QP is known to be up. A dialer's is when
@@ -335,6 +336,7 @@ func (c *Conn) flushLocked() {
 		c.tgt[1] -= uint64(k)
 		if c.tgt[1] == 0 {
 			c.endSeq[c.tgtBuf%2] = c.sseqNo
+			c.exhausted = c.tgtBuf + 1
 		}
 	}
 	if c.pending == 0 && c.wantCtrl >= 0 && !c.dead && c.err == nil && !c.peerGone && c.ctrlSeq != c.ctrlMax {
@@ -346,19 +348,29 @@ func (c *Conn) flushLocked() {
 	}
 }
 
+// grantLocked follows the peer's hand-outs of its ring from the credit
+// messages alone. rsocket's receiver writes the descriptor of a free half
+// with a credit message when half its ring is free, one half a message:
+// part 1 with its first, part v ≥ 2 once every byte of part v-2 is read.
+// Parts end on message boundaries, so "part v-2 is read" is exactly "the
+// messages read (the credits reported, less the queue depth) reach the
+// end of part v-2". The descriptor's WRITE precedes its message, so once
+// the message is processed the descriptor is placed, and reading it races
+// with nothing (the peer writes that entry again only after the part is
+// filled and read).
+func (c *Conn) grantLocked() {
+	v := c.granted + 1
+	if v >= 2 && (v-2 >= c.exhausted || int16(c.sseqComp-c.peerCred-c.endSeq[v%2]) < 0) {
+		return
+	}
+	c.granted = v
+}
+
 // nextTargetLocked moves to the next part of the peer's ring once the peer
-// has handed it out. rsocket's receiver hands out part v of its ring (v ≥
-// 1) in the first credit message it sends after every byte of part v-2 has
-// been read: when the credits it reports (messages read, plus its queue
-// depth) reach the end of part v-2. The descriptor's WRITE precedes that
-// message, so once the message is processed the descriptor is placed and
-// reading it races with nothing.
+// has handed it out.
 func (c *Conn) nextTargetLocked() bool {
 	v := c.tgtBuf + 1
-	if !c.sglSeen {
-		return false
-	}
-	if v >= 2 && int16(c.sseqComp-c.peerCred-c.endSeq[v%2]) < 0 {
+	if v > c.granted {
 		return false
 	}
 	e := c.tsgl[(v%targetSGLEntries)*sgeLen:]
@@ -601,7 +613,7 @@ func (c *Conn) recvLocked(wc *verbs.WorkCompletion) {
 		c.rdata += n
 	case opSGL:
 		c.sseqComp = uint16(msgArg(msg))
-		c.sglSeen = true
+		c.grantLocked()
 	case opCtrl:
 		switch msgArg(msg) {
 		case ctrlDisconnect:
