@@ -45,6 +45,9 @@ func Run(ctx context.Context, cfg Config, opt Options) ([]report.Result, error) 
 		return nil, err
 	}
 	results, err := cl.run(ctx)
+	if err != nil && opt.Connect != "" && ctx.Err() == nil {
+		err = cl.c.explain(err)
+	}
 	if err != nil {
 		cl.c.fail(err)
 	} else {

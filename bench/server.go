@@ -23,7 +23,13 @@ func Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return err
 	}
-	return ignorePeerGone(serveConn(ctx, conn, nil, localHost(conn)))
+	// Across processes a client that vanishes mid-run is a failure the
+	// server reports: only its goodbye ends a run well.
+	err = serveConn(ctx, conn, nil, localHost(conn))
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // server is the passive process of a run.
@@ -46,6 +52,9 @@ func serveConn(ctx context.Context, conn net.Conn, inproc *inProcess, host strin
 	defer stop()
 	sv := &server{c: newCtrl(conn), inproc: inproc, host: host}
 	defer func() {
+		if err != nil && inproc == nil && ctx.Err() == nil {
+			err = sv.c.explain(err)
+		}
 		if err != nil {
 			sv.c.fail(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -168,9 +169,23 @@ func (f *benchFlags) positional(args []string) error {
 		if f.host != "" {
 			return fmt.Errorf("unexpected argument %q: %q already names the server (tests: %s)", a, f.host, bench.TestNames())
 		}
+		if !looksLikeHost(a) && f.port == 0 {
+			// A misspelt test must not become a server to dial.
+			return fmt.Errorf("%q is neither a test (%s) nor a host (an IP address or a dotted name; with -p PORT any name)",
+				a, bench.TestNames())
+		}
 		f.host = a
 	}
 	return nil
+}
+
+// looksLikeHost reports whether a positional argument can only be a host:
+// an IP address, a dotted name, localhost, or host:port.
+func looksLikeHost(s string) bool {
+	if _, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return true
+	}
+	return s == "localhost" || strings.ContainsAny(s, ".:")
 }
 
 func isTestName(s string) bool {

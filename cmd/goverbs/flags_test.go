@@ -134,7 +134,8 @@ func TestPerftestSpellings(t *testing.T) {
 		{[]string{"write-lat", "-p", "19000", "server1"}, func(f *benchFlags) bool {
 			return f.connect == "server1:19000" && f.listen == "" && slices.Equal(f.cfg.Tests, []string{"write-lat"})
 		}},
-		{[]string{"server1"}, func(f *benchFlags) bool { return f.connect == "server1:18515" }},
+		{[]string{"server1.example"}, func(f *benchFlags) bool { return f.connect == "server1.example:18515" }},
+		{[]string{"-p", "1", "node7"}, func(f *benchFlags) bool { return f.connect == "node7:1" }},
 		{[]string{"--connect", "10.0.0.1"}, func(f *benchFlags) bool { return f.connect == "10.0.0.1:18515" }},
 		{[]string{"--connect", "10.0.0.1:7"}, func(f *benchFlags) bool { return f.connect == "10.0.0.1:7" }},
 		{[]string{"--listen", ":7"}, func(f *benchFlags) bool { return f.listen == ":7" }},
@@ -144,7 +145,8 @@ func TestPerftestSpellings(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{
-		{"host1", "host2"},
+		{"10.0.0.1", "10.0.0.2"},
+		{"wirte-lat"},
 		{"host1", "--connect", "host2:1"},
 		{"-p", "70000"},
 		{"-D", "-1"},
