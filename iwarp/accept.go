@@ -49,7 +49,9 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 		r.close()
 		return provider.ConnInfo{}, err
 	}
-	r.lis.pending.Add(-1) // the endpoint owns the connection now
+	// The endpoint owns the connection now (ep.start runs it); this
+	// goroutine only writes the Reply, before the endpoint's goroutines
+	// start.
 	r.conn.SetWriteDeadline(deadline(ctx, l.cfg.mpaTimeout))
 	_, err = r.conn.Write(neg.frame)
 	r.conn.SetWriteDeadline(time.Time{})

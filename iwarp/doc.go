@@ -121,13 +121,22 @@
 // goverbs blocks when they are sent: 236 by default, 252 with
 // CapabilityBlock(false). Reject sends a Reply with R set and private data;
 // the dialer gets a *provider.RejectError carrying it. Every start-up step
-// is bounded: Dial by its context (DialTimeout when it has none), and on the
-// listening side reading a Request and waiting for Accept or Reject by
-// MPATimeout; malformed or hostile frames (a wrong key, markers, revision
-// 3, a PD_Length that lies, a client that dribbles) are refused with an
-// error wrapping provider.ErrProtocol or ErrTimeout, reported to OnRefused
-// on the listening side. At most 256 connections wait for an answer per
-// listener.
+// is bounded: Dial by its context (DialTimeout when it has none; a Dial out
+// of time matches provider.ErrTimeout and context.DeadlineExceeded), and on
+// the listening side reading a Request by MPARequestTimeout (1 s) and
+// waiting for Accept or Reject by MPATimeout; malformed or hostile frames
+// (a wrong key, markers, revision 3, a PD_Length that lies, a client that
+// dribbles) are refused with an error wrapping provider.ErrProtocol or
+// ErrTimeout, reported to OnRefused on the listening side.
+//
+// A listener withstands floods of connections that never speak or stop
+// half-way through their Request: each connection's Request is read by its
+// own goroutine, so Accept never waits behind a slow peer; at most 1024
+// connections (HalfOpenLimit) are in their MPA exchange at once, 32 from
+// one source address (an IPv6 /64), and a newcomer beyond either bound
+// evicts the oldest rather than being refused, so connections that hold
+// slots cannot lock out a peer that sends its Request at once. At most 256
+// Requests wait for Accept or Reject; beyond that a new one is rejected.
 //
 // # Extensions and siw interoperation
 //

@@ -1,10 +1,12 @@
 package iwarp
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,25 +17,52 @@ import (
 	"github.com/goverbs/goverbs/soft"
 )
 
-// maxPending bounds the connections a listener holds before an application
-// answers them (MPA exchanges in progress plus requests waiting for
-// Accept): beyond it new connections are closed at once, so a flood of
-// clients costs bounded memory and descriptors.
-const maxPending = 256
+// maxQueued bounds the requests a listener holds for the application
+// (MPA Request read, no Accept or Reject yet): beyond it a new request is
+// refused with a Reject Reply. Each waits at most MPATimeout, and only a
+// peer that sent a well-formed Request gets here.
+const maxQueued = 256
 
-// listener accepts TCP connections, reads their MPA Requests (each within
-// the MPA timeout) and queues them for Accept.
+// listener accepts TCP connections, reads their MPA Requests and queues
+// them for Accept.
+//
+// Ownership of a connection, which decides who may close it:
+//   - acceptLoop takes it from the kernel and registers it in the
+//     half-open set (half, bySrc) before its handshake goroutine starts.
+//   - While it is in the half-open set its handshake goroutine reads the
+//     MPA Request from it, but whoever takes it out of the set owns it: the
+//     handshake goroutine itself (leave) when the Request is read or has
+//     failed, or acceptLoop evicting it (the set is full) or Close, which
+//     then close the socket to stop the read, and the handshake goroutine
+//     only cleans up its wrapper.
+//   - From leave to push (or a refusal) the handshake goroutine owns it.
+//   - Once pushed, the connReq owns it; whoever claims the request (Accept,
+//     Reject, expiry, Close refusing it) owns it, and after Accept's
+//     QP.Establish the QP's endpoint does. The listener never touches a
+//     claimed request's connection again.
 type listener struct {
 	link    *link
 	ln      net.Listener
 	avail   chan struct{} // a request was queued (capacity 1)
 	done    chan struct{}
 	once    sync.Once
-	pending atomic.Int32
+	waiting atomic.Int32 // requests pushed (or being pushed) and not claimed
 
-	mu    sync.Mutex            // guards shake and queue
-	shake map[net.Conn]struct{} // connections whose MPA Request is being read
-	queue []*connReq            // requests waiting for Accept; claimed ones are skipped
+	mu    sync.Mutex // guards half, bySrc, queue
+	half  list.List  // of *halfOpen, oldest first: connections whose MPA Request is being read
+	bySrc map[netip.Addr]*list.List
+	queue []*connReq // requests waiting for Accept; claimed ones are skipped
+}
+
+// halfOpen is a connection in its MPA exchange, before its Request is read.
+type halfOpen struct {
+	raw      net.Conn
+	src      netip.Addr // its source, cut to a /64 for IPv6
+	deadline time.Time  // the whole Request is due by then
+
+	// Guarded by listener.mu.
+	all, same *list.Element // in listener.half, in its source's list
+	gone      bool          // taken out of the set: by leave, eviction or Close
 }
 
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
@@ -45,7 +74,7 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 		return nil, fmt.Errorf("%w: listen on %s: %w", provider.ErrInvalidArgument, addr, err)
 	}
 	lis := &listener{link: l, ln: ln, avail: make(chan struct{}, 1), done: make(chan struct{}),
-		shake: make(map[net.Conn]struct{})}
+		bySrc: make(map[netip.Addr]*list.List)}
 	if !l.trackListener(lis, true) {
 		ln.Close()
 		return nil, provider.ErrClosed
@@ -119,7 +148,9 @@ func (lis *listener) pop() *connReq {
 	return nil
 }
 
-// Close stops listening and refuses the requests nobody answered.
+// Close stops listening and refuses the requests nobody answered. It
+// closes only the connections the listener still owns: those in their MPA
+// exchange and the queued requests nobody claimed.
 func (lis *listener) Close() error {
 	err := error(provider.ErrClosed)
 	lis.once.Do(func() {
@@ -128,15 +159,22 @@ func (lis *listener) Close() error {
 		lis.ln.Close()
 		lis.link.trackListener(lis, false)
 		lis.mu.Lock()
-		for c := range lis.shake {
-			c.Close() // its handshake goroutine fails and ends
+		var shaking []net.Conn
+		for e := lis.half.Front(); e != nil; e = e.Next() {
+			h := e.Value.(*halfOpen)
+			h.gone = true
+			shaking = append(shaking, h.raw)
 		}
-		clear(lis.shake)
+		lis.half.Init()
+		clear(lis.bySrc)
 		queued := lis.queue
 		lis.queue = nil
 		lis.mu.Unlock()
+		for _, c := range shaking {
+			c.Close() // its handshake goroutine fails and ends
+		}
 		for _, r := range queued {
-			r.refuse(nil)
+			r.refuse(nil) // a no-op for a request already claimed
 		}
 	})
 	return err
@@ -158,57 +196,154 @@ func (lis *listener) acceptLoop() {
 			}
 			return
 		}
-		if lis.pending.Add(1) > maxPending {
-			lis.pending.Add(-1)
-			c.Close()
-			lis.link.refused(c.RemoteAddr().String(), errors.New("iwarp: too many connections waiting for an answer"))
-			continue
+		cfg := &lis.link.cfg
+		h := &halfOpen{raw: c, src: sourceOf(c.RemoteAddr()),
+			deadline: time.Now().Add(min(cfg.requestTimeout, cfg.mpaTimeout))}
+		evicted, ok := lis.admit(h)
+		for _, x := range evicted {
+			x.h.raw.Close() // its handshake goroutine fails and ends
+			lis.link.refused(x.h.raw.RemoteAddr().String(), x.why)
 		}
-		if !lis.shaking(c, true) {
-			lis.pending.Add(-1)
+		if !ok {
 			c.Close()
 			return
 		}
-		go lis.handshake(c)
+		go lis.handshake(h)
 	}
 }
 
-// shaking adds or removes a connection in handshake; adding fails once the
-// listener is closed, removing once Close took (and closed) it.
-func (lis *listener) shaking(c net.Conn, add bool) bool {
+// eviction is a half-open connection admit took out of the set, and why.
+type eviction struct {
+	h   *halfOpen
+	why error
+}
+
+// admit adds h to the half-open set. When h's source already has
+// maxHalfOpenPerSource connections there, or the set holds maxHalfOpen,
+// the oldest slow one (of that source, or of all; see slowest) is evicted
+// to make room, rather than h refused: an attacker holding slots with silent or dribbling connections
+// then only shortens the time each has, and a peer that sends its Request
+// at once, as an honest one does, still gets in. It fails once the
+// listener is closed.
+func (lis *listener) admit(h *halfOpen) ([]eviction, bool) {
+	cfg := &lis.link.cfg
 	lis.mu.Lock()
 	defer lis.mu.Unlock()
-	if !add {
-		_, ok := lis.shake[c]
-		delete(lis.shake, c)
-		return ok
-	}
 	select {
 	case <-lis.done:
-		return false
+		return nil, false
 	default:
 	}
-	lis.shake[c] = struct{}{}
+	var out []eviction
+	same := lis.bySrc[h.src]
+	if same == nil {
+		same = list.New()
+		lis.bySrc[h.src] = same
+	}
+	if same.Len() >= cfg.maxHalfOpenPerSource {
+		old := slowest(same)
+		lis.evictLocked(old)
+		out = append(out, eviction{old, fmt.Errorf("%w: evicted: %d connections from %v in their MPA exchange, the oldest goes",
+			provider.ErrLimit, cfg.maxHalfOpenPerSource, h.src)})
+	}
+	if lis.half.Len() >= cfg.maxHalfOpen {
+		old := slowest(&lis.half)
+		lis.evictLocked(old)
+		out = append(out, eviction{old, fmt.Errorf("%w: evicted: %d connections in their MPA exchange, the oldest goes",
+			provider.ErrLimit, cfg.maxHalfOpen)})
+	}
+	if lis.bySrc[h.src] == nil { // evicting emptied it
+		lis.bySrc[h.src] = same
+	}
+	h.all = lis.half.PushBack(h)
+	h.same = same.PushBack(h)
+	return out, true
+}
+
+// evictScan bounds how many of the oldest half-open connections admit
+// looks at for one to evict (one MSG_PEEK each, under listener.mu).
+const evictScan = 16
+
+// slowest picks the connection of l (oldest first) to evict, among the
+// evictScan oldest: the oldest that has sent part of a Request and
+// stopped (an honest initiator sends its Request in one write, a single
+// segment), else the oldest that has sent nothing yet, else the oldest.
+// One whose whole Request is in its socket, waiting only for its handshake
+// goroutine to be scheduled (a busy host under a flood), is not slow, and
+// evicting it would turn away an honest peer.
+func slowest(l *list.List) *halfOpen {
+	var silent *halfOpen
+	e := l.Front()
+	for i := 0; e != nil && i < evictScan; e, i = e.Next(), i+1 {
+		h := e.Value.(*halfOpen)
+		switch n, whole := requestArrived(h.raw); {
+		case whole:
+		case n > 0:
+			return h
+		case silent == nil:
+			silent = h
+		}
+	}
+	if silent != nil {
+		return silent
+	}
+	return l.Front().Value.(*halfOpen)
+}
+
+// evictLocked takes h out of the half-open set.
+func (lis *listener) evictLocked(h *halfOpen) {
+	h.gone = true
+	lis.half.Remove(h.all)
+	same := lis.bySrc[h.src]
+	same.Remove(h.same)
+	if same.Len() == 0 {
+		delete(lis.bySrc, h.src)
+	}
+}
+
+// leave takes h out of the half-open set for its handshake goroutine,
+// which then owns the connection; false when eviction or Close took it
+// (and closed the socket) first.
+func (lis *listener) leave(h *halfOpen) bool {
+	lis.mu.Lock()
+	defer lis.mu.Unlock()
+	if h.gone {
+		return false
+	}
+	lis.evictLocked(h)
 	return true
 }
 
-// handshake reads a connection's MPA Request within the MPA timeout and
-// queues it, or refuses it: a Reject Reply where the peer speaks MPA (it
-// asked for markers, a revision we lack, an RTR we cannot serve), a plain
-// close otherwise.
-//
-// The connection is the listener's (Close may close it) only while it is
-// in lis.shake; this goroutine takes it out before it hands the request
-// to Accept, after which the request, and then the QP, owns it.
-func (lis *listener) handshake(raw net.Conn) {
-	c := raw
+// sourceOf is the source a per-source limit counts: the IP address, or
+// its /64 for IPv6 (what one host is usually given).
+func sourceOf(a net.Addr) netip.Addr {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip := ta.AddrPort().Addr().Unmap()
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return ip
+}
+
+// handshake reads a connection's MPA Request by h.deadline and queues it,
+// or refuses it: a Reject Reply where the peer speaks MPA (it asked for
+// markers, a revision we lack, an RTR we cannot serve), a plain close
+// otherwise. Each connection has its own goroutine, so a slow peer delays
+// only itself.
+func (lis *listener) handshake(h *halfOpen) {
+	c := h.raw
 	l := lis.link
 	remote := c.RemoteAddr().String()
 	tuneSocket(c, userTimeout)
 	if l.cfg.wrap != nil {
 		c = l.cfg.wrap(c)
 	}
-	c.SetDeadline(time.Now().Add(l.cfg.mpaTimeout))
+	c.SetDeadline(h.deadline)
 	f, err := readFrame(c)
 	var o offer
 	if err == nil {
@@ -217,33 +352,32 @@ func (lis *listener) handshake(raw net.Conn) {
 	if err == nil {
 		err = checkRequest(f, &o)
 	}
-	if !lis.shaking(raw, false) {
-		c.Close() // the listener closed it
-		lis.pending.Add(-1)
+	if !lis.leave(h) {
+		c.Close() // evicted or the listener closed: the socket is closed and reported
 		return
 	}
+	// This goroutine owns c from here until push.
 	if err != nil {
 		if f != nil || errors.Is(err, errMPA) || errors.Is(err, iw.ErrMPABadRev) {
 			// The peer speaks MPA: tell it no (a revision-3 initiator
 			// learns we speak 2, RFC 6581).
+			c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			c.Write(rejectFrame(&o, nil))
 		}
-		lis.drop(c, handshakeError("MPA Request", remote, err))
+		c.Close()
+		l.refused(remote, handshakeError("MPA Request", remote, err))
 		return
 	}
 	c.SetDeadline(time.Time{})
 	r := &connReq{lis: lis, conn: c, off: o, remote: remote}
+	if lis.waiting.Add(1) > maxQueued { // claim undoes the count
+		r.refuse(fmt.Errorf("%w: %d requests already wait for Accept", provider.ErrLimit, maxQueued))
+		return
+	}
 	r.timer.Store(time.AfterFunc(l.cfg.mpaTimeout, r.expire))
 	if !lis.push(r) {
 		r.refuse(nil)
 	}
-}
-
-// drop closes a connection the listener refused and reports why.
-func (lis *listener) drop(c net.Conn, err error) {
-	c.Close()
-	lis.pending.Add(-1)
-	lis.link.refused(c.RemoteAddr().String(), err)
 }
 
 // Request states: pending until Accept, Reject, expiry or the listener's
@@ -263,10 +397,13 @@ type connReq struct {
 	timer  atomic.Pointer[time.Timer] // set after the timer starts: expire may run first
 }
 
+// claim takes the request (and its connection) for the caller; false when
+// another claimed it first.
 func (r *connReq) claim() bool {
 	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
 		return false
 	}
+	r.lis.waiting.Add(-1)
 	if t := r.timer.Load(); t != nil {
 		t.Stop()
 	}
@@ -328,5 +465,4 @@ func (r *connReq) close() {
 		cw.CloseWrite()
 	}
 	r.conn.Close()
-	r.lis.pending.Add(-1)
 }

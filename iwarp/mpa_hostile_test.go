@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,47 +248,143 @@ func TestHostileMPAReplies(t *testing.T) {
 	}
 }
 
-// TestListenerFlood opens more connections than a listener holds
-// unanswered: the excess is closed at once, and the listener then serves
-// an honest peer.
+// TestListenerFlood opens more silent connections than a listener holds
+// in their MPA exchange, from one source and from many: the oldest are
+// evicted (closed at once, reported as ErrLimit), the newest keep their
+// slot, and the listener then serves an honest peer.
 func TestListenerFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("flood skipped in -short mode")
 	}
+	cases := []struct {
+		name   string
+		limits iwarp.Option
+		keep   int
+		dial   func(string) (net.Conn, error)
+	}{
+		{"one source", iwarp.HalfOpenLimit(0, 0), iwarp.DefaultMaxHalfOpenPerSource,
+			func(a string) (net.Conn, error) { return net.Dial("tcp", a) }},
+		{"many sources", iwarp.HalfOpenLimit(64, 8), 64, dialSpread},
+	}
+	const n = 200
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var evicted atomic.Int32
+			d := openDev(t, tc.limits, iwarp.MPARequestTimeout(10*time.Second), iwarp.MPATimeout(10*time.Second),
+				iwarp.OnRefused(func(_ string, err error) {
+					if errors.Is(err, verbs.ErrLimit) && strings.Contains(err.Error(), "evicted") {
+						evicted.Add(1)
+					}
+				}))
+			ln := must(d.Listen("127.0.0.1:0"))
+			defer ln.Close()
+			conns := make([]net.Conn, 0, n)
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range n {
+				c, err := tc.dial(ln.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+			}
+			waitFor(t, func() bool { return evicted.Load() >= n-int32(tc.keep) })
+			if got := evicted.Load(); got != n-int32(tc.keep) {
+				t.Errorf("%d evictions, want %d", got, n-tc.keep)
+			}
+			dl := time.Now().Add(200 * time.Millisecond)
+			for i, c := range conns {
+				c.SetReadDeadline(dl)
+				_, err := c.Read(make([]byte, 1))
+				if old := i < n-tc.keep; old == isTimeout(err) {
+					t.Errorf("connection %d of %d: read %v, want it %s", i, n, err, map[bool]string{true: "closed", false: "open"}[old])
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a := openDev(t)
+			qa, _ := newQP(t, a, must(a.AllocPD()))
+			qb, _ := newQP(t, d, must(d.AllocPD()))
+			done := make(chan error, 1)
+			go func() {
+				req, err := ln.Accept(ctx)
+				if err == nil {
+					_, err = req.Accept(ctx, qb, verbs.ConnParam{})
+				}
+				done <- err
+			}()
+			if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestMPARequestTimeout: a connection that sends nothing is closed after
+// MPARequestTimeout, well before MPATimeout, and reported as a timeout.
+func TestMPARequestTimeout(t *testing.T) {
 	ref := newRefusals()
-	d := openDev(t, iwarp.MPATimeout(2*time.Second), iwarp.OnRefused(func(r string, err error) {
-		select {
-		case ref.ch <- struct{}{}:
-		default:
-		}
-	}))
+	d := openDev(t, iwarp.MPARequestTimeout(100*time.Millisecond), iwarp.OnRefused(ref.add))
 	ln := must(d.Listen("127.0.0.1:0"))
 	defer ln.Close()
-	var conns []net.Conn
-	for range 300 {
-		c, err := net.Dial("tcp", ln.Addr())
-		if err != nil {
-			break
-		}
-		conns = append(conns, c)
+	c := must(net.Dial("tcp", ln.Addr()))
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("the silent connection was not closed: %v", err)
 	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("a silent connection held %v with MPARequestTimeout 100ms", el)
+	}
+	if err := ref.next(t); !errors.Is(err, verbs.ErrTimeout) {
+		t.Errorf("refusal %v, want a timeout", err)
+	}
+}
+
+// TestListenerQueueLimit: requests nobody Accepts queue up to a bound;
+// beyond it a new one gets a Reject Reply (reported as ErrLimit), and the
+// queued ones are still there for Accept.
+func TestListenerQueueLimit(t *testing.T) {
+	ref := newRefusals()
+	d := openDev(t, iwarp.OnRefused(ref.add))
+	ln := must(d.Listen("127.0.0.1:0"))
+	defer ln.Close()
+	const queued = 256 // the listener's bound
+	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
-	closed := 0
-	if len(conns) <= 260 {
-		t.Skipf("only %d connections could be opened", len(conns))
-	}
-	for _, c := range conns[260:] {
-		c.SetReadDeadline(time.Now().Add(time.Second))
-		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
-			closed++
+	irdord := make([]byte, 4)
+	for range queued + 1 {
+		c, err := dialSpread(ln.Addr())
+		if err != nil {
+			t.Fatal(err)
 		}
+		conns = append(conns, c)
+		c.Write(request(iw.MPAEnhanced, 2, irdord))
 	}
-	if closed == 0 {
-		t.Errorf("none of the connections beyond the limit was closed")
+	// Handshakes run in parallel: any one of them may be the one too many.
+	if err := ref.next(t); !errors.Is(err, verbs.ErrLimit) {
+		t.Errorf("refusal %v, want ErrLimit", err)
+	}
+	select {
+	case <-ref.ch:
+		t.Error("a second refusal")
+	case <-time.After(100 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := ln.Accept(ctx); err != nil {
+		t.Errorf("Accept after the limit: %v", err)
 	}
 }
 

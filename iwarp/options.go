@@ -17,6 +17,22 @@ const (
 	// listening side: reading the MPA Request, and how long an unanswered
 	// request waits for Accept or Reject.
 	DefaultMPATimeout = 5 * time.Second
+	// DefaultMPARequestTimeout bounds how long a new connection has, from
+	// its TCP accept, to deliver its whole MPA Request. An honest initiator
+	// sends it as soon as TCP is up, so it arrives within a round trip
+	// (well under a millisecond on loopback); a second leaves room for a
+	// lost segment's retransmission on a real path.
+	DefaultMPARequestTimeout = time.Second
+	// DefaultMaxHalfOpen is how many connections a listener holds in their
+	// MPA exchange (Request not yet read) before it evicts the oldest: each
+	// costs a descriptor, a parked goroutine and about 0.5 KiB. The more
+	// there are, the longer an honest peer has to send its Request while a
+	// flood churns them; 1024 absorbs a flood of about a thousand at once
+	// without evicting anyone.
+	DefaultMaxHalfOpen = 1024
+	// DefaultMaxHalfOpenPerSource is how many of those may come from one
+	// source address (one IPv6 /64) before its oldest is evicted.
+	DefaultMaxHalfOpenPerSource = 32
 	// DefaultDialTimeout bounds a Dial whose context has no deadline.
 	DefaultDialTimeout = 10 * time.Second
 	// DefaultDepth is the IRD and ORD a zero ConnParam asks for.
@@ -35,27 +51,33 @@ const (
 
 // config is the set of options of one provider; devices copy it at Open.
 type config struct {
-	crc             bool
-	busyPoll        bool
-	fpduSize        int // 0: the path MSS
-	rnrBudget       time.Duration
-	mpaTimeout      time.Duration
-	dialTimeout     time.Duration
-	capsBlock       bool
-	localCompletion bool
-	eagerResponder  bool
-	wrap            func(net.Conn) net.Conn
-	onRefused       func(remote string, err error)
-	features        iw.Features
+	crc                  bool
+	busyPoll             bool
+	fpduSize             int // 0: the path MSS
+	rnrBudget            time.Duration
+	mpaTimeout           time.Duration
+	requestTimeout       time.Duration
+	maxHalfOpen          int
+	maxHalfOpenPerSource int
+	dialTimeout          time.Duration
+	capsBlock            bool
+	localCompletion      bool
+	eagerResponder       bool
+	wrap                 func(net.Conn) net.Conn
+	onRefused            func(remote string, err error)
+	features             iw.Features
 }
 
 func defaultConfig() config {
 	return config{
-		rnrBudget:   DefaultRNRBudget,
-		mpaTimeout:  DefaultMPATimeout,
-		dialTimeout: DefaultDialTimeout,
-		capsBlock:   true,
-		features:    ourFeatures,
+		rnrBudget:            DefaultRNRBudget,
+		mpaTimeout:           DefaultMPATimeout,
+		requestTimeout:       DefaultMPARequestTimeout,
+		maxHalfOpen:          DefaultMaxHalfOpen,
+		maxHalfOpenPerSource: DefaultMaxHalfOpenPerSource,
+		dialTimeout:          DefaultDialTimeout,
+		capsBlock:            true,
+		features:             ourFeatures,
 	}
 }
 
@@ -95,16 +117,54 @@ func FPDUSize(n int) Option { return func(c *config) { c.fpduSize = n } }
 // mean zero.
 func RNRBudget(d time.Duration) Option { return func(c *config) { c.rnrBudget = max(d, 0) } }
 
-// MPATimeout bounds each start-up step on the listening side: reading a
-// connection's MPA Request (so a silent or slow client cannot hold a
-// connection open), and how long a request waits for Accept or Reject
-// before it is refused. Non-positive values select DefaultMPATimeout.
+// MPATimeout bounds each start-up step on the listening side: how long a
+// request waits for Accept or Reject before it is refused, and, when it is
+// shorter than MPARequestTimeout, reading a connection's MPA Request. The
+// listener also bounds its Replies' writes by it. Non-positive values
+// select DefaultMPATimeout.
 func MPATimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
 			d = DefaultMPATimeout
 		}
 		c.mpaTimeout = d
+	}
+}
+
+// MPARequestTimeout bounds how long a new connection on the listening side
+// has, from its TCP accept, to deliver its whole MPA Request (or
+// MPATimeout, when that is shorter): a silent or dribbling client cannot
+// hold a connection open longer. The default (DefaultMPARequestTimeout)
+// suits any path where the Request arrives within a round trip and a
+// retransmission; set it lower on a fast network to shed idle connections
+// sooner. Non-positive values select DefaultMPARequestTimeout.
+func MPARequestTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultMPARequestTimeout
+		}
+		c.requestTimeout = d
+	}
+}
+
+// HalfOpenLimit bounds the connections a listener holds in their MPA
+// exchange (TCP accepted, MPA Request not yet read): total in all, and
+// perSource from one source address (one /64 for IPv6). A connection
+// beyond a bound is not refused: the oldest half-open one (of its source,
+// or of all) is closed to make room, so that connections which never
+// speak cannot lock out a peer that sends its Request at once, and a
+// single source cannot take the slots of others. Each eviction is
+// reported to OnRefused, wrapping provider.ErrLimit. Values below 1 select
+// DefaultMaxHalfOpen and DefaultMaxHalfOpenPerSource.
+func HalfOpenLimit(total, perSource int) Option {
+	return func(c *config) {
+		if total < 1 {
+			total = DefaultMaxHalfOpen
+		}
+		if perSource < 1 {
+			perSource = DefaultMaxHalfOpenPerSource
+		}
+		c.maxHalfOpen, c.maxHalfOpenPerSource = total, perSource
 	}
 }
 
@@ -164,6 +224,7 @@ func WrapConn(f func(net.Conn) net.Conn) Option { return func(c *config) { c.wra
 
 // OnRefused installs a function told about every connection the listening
 // side refuses before an application sees it: a malformed or hostile MPA
-// Request, a client too slow to send one, a request nobody answered. It
-// must not block. The default discards the reports.
+// Request, a client too slow to send one, one evicted to make room for a
+// newer connection (HalfOpenLimit), a request nobody answered or one too
+// many waiting for Accept. It must not block. The default discards the reports.
 func OnRefused(f func(remote string, err error)) Option { return func(c *config) { c.onRefused = f } }

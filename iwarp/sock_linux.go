@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/wire/iw"
 )
 
 // rawSock is the fast path of a connection over a *net.TCPConn: readv and
@@ -85,12 +87,20 @@ func (s *rawSock) doRead(fd uintptr) bool {
 	}
 }
 
-func (s *rawSock) doWaitRead(uintptr) bool {
-	if !s.rwaited {
-		s.rwaited = true
-		return false
+// doWaitRead is the wait of waitReadable. RawRead resets the descriptor's
+// readiness before the first call, so bytes that arrived between the
+// caller's last EAGAIN and now have already spent their wake-up: the first
+// call must look (a non-consuming, non-blocking peek) before it parks, or
+// it sleeps until more bytes come, and a peer waiting for our answer sends
+// none (the write-lat stall at 4 MiB, issue 11 item 7).
+func (s *rawSock) doWaitRead(fd uintptr) bool {
+	if s.rwaited {
+		return true
 	}
-	return true
+	s.rwaited = true
+	var b [1]byte
+	_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err != unix.EAGAIN // readable, closed or failed: the caller reads and sees which
 }
 
 func (s *rawSock) doWrite(fd uintptr) bool {
@@ -218,6 +228,34 @@ func peerGone(c net.Conn) (gone, sentData bool) {
 		}
 	})
 	return gone, sentData
+}
+
+// requestArrived reports, without consuming anything, how many bytes of
+// the MPA Request are in the socket's receive queue, and whether they make
+// a whole one (its header and the private data PD_Length announces, or a
+// header announcing more than MPA allows: the handshake goroutine is about
+// to read and settle it). It makes one non-blocking MSG_PEEK.
+func requestArrived(c net.Conn) (n int, whole bool) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var b [iw.MPAHeaderSize + iw.MaxPrivateData]byte
+	rc.Control(func(fd uintptr) {
+		n, _, err = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	if n < iw.MPAHeaderSize {
+		return n, false
+	}
+	pd := int(iw.MPAFrame(b[:n]).PDLength())
+	return n, pd > iw.MaxPrivateData || n >= iw.MPAHeaderSize+pd
 }
 
 // pathMSS returns the connection's TCP maximum segment size, or 0.

@@ -25,6 +25,7 @@ func (*rawSock) waitReadable() error                { return errors.ErrUnsupport
 func (*rawSock) writev([][]byte, bool) (int, error) { return 0, errors.ErrUnsupported }
 func peerGone(net.Conn) (gone, sentData bool)       { return false, false }
 func pathMSS(net.Conn) int                          { return 0 }
+func requestArrived(net.Conn) (int, bool)           { return 0, false }
 
 func tuneSocket(c net.Conn, _ time.Duration) {
 	if tc, ok := c.(*net.TCPConn); ok {
