@@ -23,12 +23,13 @@ import (
 const childEnv = "GOVERBS_SHM_CHILD"
 
 var childRoles = map[string]func(){
-	"target":    targetChild,
-	"hammer":    hammerChild,
-	"ro-writer": roWriterChild,
-	"pong":      pongChild,
-	"sink":      sinkChild,
-	"last-recv": lastRecvChild,
+	"target":         targetChild,
+	"hammer":         hammerChild,
+	"ro-writer":      roWriterChild,
+	"pong":           pongChild,
+	"sink":           sinkChild,
+	"last-recv":      lastRecvChild,
+	"stalled-reader": stalledReaderChild,
 }
 
 // runChildRole runs the role a test started this process for, if any, and

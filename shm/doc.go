@@ -101,9 +101,16 @@
 // Whichever of the two stores comes first, the other side sees it (both are
 // full barriers), so after Deregister returns no cooperating peer writes a
 // byte of the region, and the peer is told to unmap it. Owner-served
-// requests access the region through soft.Target, which Deregister drains,
-// one fragment at a time: a peer that stalls in the middle of a message
-// never holds a region.
+// requests access the region through soft.Target, which Deregister drains.
+// A READ the owner accepted is an access under way, as a direct READ is: it
+// holds its whole range until its last fragment is in the response ring,
+// so Deregister waits for it (one READ per connection at a time, copied at
+// memory speed while the peer consumes) and the READ succeeds. Only the
+// peer frees ring space: one that consumes nothing for Config.Timeout while
+// a Deregister waits ends the connection, and Deregister returns. An
+// owner-served WRITE is placed one fragment at a time, each under its own
+// access, since the rest of it is the peer's to send: Deregister does not
+// wait for it, and a later fragment fails with REM_ACCESS_ERR.
 //
 // The death of a peer process shows as the end of its socket (the kernel
 // closes its descriptors) and, on kernels with pidfds, as its pidfd turning

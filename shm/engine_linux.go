@@ -140,6 +140,9 @@ func (e *engine) hasWork() bool {
 	case blockedRNR:
 		return !e.rnrDeadline.IsZero() && !time.Now().Before(e.rnrDeadline)
 	case blockedResp:
+		if d := e.readDeadline(); !d.IsZero() && !time.Now().Before(d) {
+			return true
+		}
 		return c.peer.seg.word(offRespCons).Load() != e.respCons
 	}
 	return e.rxReq.pending()
@@ -154,8 +157,11 @@ func (e *engine) sleep() {
 	sleeping.Store(1)
 	if !e.hasWork() {
 		deadline := time.Time{}
-		if e.blocked == blockedRNR {
+		switch e.blocked {
+		case blockedRNR:
 			deadline = e.rnrDeadline
+		case blockedResp:
+			deadline = e.readDeadline()
 		}
 		c.cnt.sleeps.Add(1)
 		c.me.efd.SetReadDeadline(deadline)

@@ -27,14 +27,19 @@ type message struct {
 	got    uint64
 }
 
-// readJob is a READ whose response is being produced.
+// readJob is a READ whose response is being produced. It holds its whole
+// source range from the moment we accept the READ until its last fragment
+// is in the response ring, so that a Deregister waits for it (see
+// produceRead).
 type readJob struct {
-	active bool
-	msn    uint64
-	rkey   uint32
-	addr   uint64
-	total  uint64
-	off    uint64
+	active  bool
+	msn     uint64
+	src     soft.Target // the range read, held against deregistration
+	rkey    uint32
+	addr    uint64
+	total   uint64
+	off     uint64
+	stalled time.Time // since when the response ring has had no room; zero while it has
 }
 
 // serve handles the peer's requests until the ring is empty or the head
@@ -127,10 +132,9 @@ func (e *engine) handle(rec *record, payload []byte) bool {
 		e.c.abort(fmt.Errorf("%w: request %d interleaved with request %d", provider.ErrProtocol, rec.msn, e.cur.msn))
 		return false
 	}
-	if !e.txResp.room(0) {
+	if !e.respRoom(0) {
 		// Every request may have to answer an error: make sure it
 		// can before doing anything.
-		e.block(blockedResp)
 		return false
 	}
 	if !e.cur.active && (!e.c.qp.CanReceive() || e.c.errored.Load()) {
@@ -156,11 +160,23 @@ func (e *engine) handle(rec *record, payload []byte) bool {
 	return false
 }
 
-func (e *engine) block(r blockReason) {
-	e.blocked = r
-	if r == blockedResp {
-		e.respCons = e.c.peer.seg.word(offRespCons).Load()
+func (e *engine) block(r blockReason) { e.blocked = r }
+
+// respRoom reports whether a response record with plen payload bytes fits
+// in our response ring; if not, the request at the head waits for the
+// peer to consume (blockedResp). The peer's consumed position is read
+// before the room is: consumption after that read changes it, which
+// hasWork sees, so a sleep never misses it. (Read after the room, it could
+// already include a consumption whose doorbell found us awake, and we would
+// sleep with room in the ring while the peer waits for our responses.)
+func (e *engine) respRoom(plen int) bool {
+	cons := e.c.peer.seg.word(offRespCons).Load()
+	if e.txResp.room(plen) {
+		e.blocked = notBlocked
+		return true
 	}
+	e.blocked, e.respCons = blockedResp, cons
+	return false
 }
 
 // fail answers request msn with an error and drops the peer's later

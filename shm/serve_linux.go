@@ -1,6 +1,9 @@
 package shm
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -126,49 +129,77 @@ func (e *engine) serveWrite(rec *record, payload []byte) bool {
 	return e.finishFragment(rec)
 }
 
-// serveRead checks a READ and starts its response.
+// serveRead checks a READ and starts its response. The access it takes is
+// held until the last fragment is copied: a READ we accepted is an access
+// under way, which Deregister waits for (verbs.MR.Deregister), as it waits
+// for a direct READ.
 func (e *engine) serveRead(rec *record) bool {
 	tgt, f := e.c.qp.Access(rec.rkey, rec.addr, rec.total, provider.AccessRemoteRead)
-	tgt.Release()
 	if f != soft.FaultNone {
 		return e.accessFault(rec.msn, f)
 	}
-	e.read = readJob{active: true, msn: rec.msn, rkey: rec.rkey, addr: rec.addr, total: rec.total}
+	e.read = readJob{active: true, msn: rec.msn, src: tgt, rkey: rec.rkey, addr: rec.addr, total: rec.total}
 	return true
 }
 
-// produceRead writes READ response fragments while the ring has room, each
-// copied under its own access (see serveWrite).
+// produceRead writes READ response fragments while the ring has room. Only
+// the peer frees room, so a peer that stops consuming holds the region: if
+// it frees none for Config.Timeout while the range is no longer granted (a
+// Deregister or re-registration waits for us), it broke the protocol and
+// the connection ends, as when a peer stays in a revoked region
+// (waitPeerLeaves).
 func (e *engine) produceRead() bool {
 	r := &e.read
 	for r.off < r.total {
 		plen := min(r.total-r.off, uint64(e.txResp.maxPayload()))
-		if !e.txResp.room(int(plen)) {
-			e.block(blockedResp)
+		if !e.respRoom(int(plen)) {
+			e.readStalled()
 			return false
 		}
-		tgt, f := e.c.qp.Access(r.rkey, r.addr+r.off, plen, provider.AccessRemoteRead)
-		if f != soft.FaultNone {
-			// The region was deregistered (or re-registered) between
-			// two fragments. Take the MSN before forgetting the job:
-			// r points into it, and an answer for MSN 0 matches no
-			// request, so the peer's READ would wait for ever.
-			msn := r.msn
-			e.read = readJob{}
-			e.accessFault(msn, f)
-			return true
-		}
+		r.stalled = time.Time{}
 		b, _, _ := e.txResp.reserve(int(plen))
 		(&record{typ: recReadResp, msn: r.msn, plen: uint32(plen), swap: r.off}).encode(b)
-		copy(b[recHeader:], tgt.Buf)
-		tgt.Release()
+		copy(b[recHeader:], r.src.Buf[r.off:r.off+plen])
 		r.off += plen
 		e.txResp.publish()
 		e.c.notifyPeer()
 	}
 	e.ack = r.msn
-	e.read = readJob{}
+	e.endRead()
 	return true
+}
+
+// readStalled notes that the READ waits for response ring space, and ends
+// the connection once the peer has held a revoked range for Config.Timeout.
+func (e *engine) readStalled() {
+	r := &e.read
+	now := time.Now()
+	switch {
+	case r.stalled.IsZero():
+		r.stalled = now
+	case now.Sub(r.stalled) >= e.c.l.cfg.Timeout:
+		probe, f := e.c.qp.Access(r.rkey, r.addr, r.total, provider.AccessRemoteRead)
+		probe.Release()
+		if f == soft.FaultNone {
+			r.stalled = now // nobody waits for the region: the peer may take its time
+			return
+		}
+		e.c.abort(fmt.Errorf("%w: peer consumed no READ response for %v while the region was deregistered", provider.ErrProtocol, e.c.l.cfg.Timeout))
+	}
+}
+
+// readDeadline is when a stalled READ is next looked at, or zero.
+func (e *engine) readDeadline() time.Time {
+	if !e.read.active || e.read.stalled.IsZero() {
+		return time.Time{}
+	}
+	return e.read.stalled.Add(e.c.l.cfg.Timeout)
+}
+
+// endRead releases the READ's range and forgets it.
+func (e *engine) endRead() {
+	e.read.src.Release()
+	e.read = readJob{}
 }
 
 // serveAtomic executes compare-and-swap, fetch-and-add or ATOMIC WRITE with
@@ -238,7 +269,7 @@ func (e *engine) abandon() {
 	}
 	if e.read.active {
 		e.abandoned = e.read.msn
-		e.read = readJob{}
+		e.endRead()
 	}
 	e.rnrDone()
 	if e.abandoned == 0 || e.discard || c.gone.Load() {
@@ -256,7 +287,7 @@ func (e *engine) abandon() {
 // QP's WQEs are no longer ours to complete, and no region is held.
 func (e *engine) release() {
 	e.cur = message{}
-	e.read = readJob{}
+	e.endRead()
 }
 
 type protoErr struct{ s string }
