@@ -55,6 +55,9 @@ type engine struct {
 	tx      *txBatch
 	rxCRC   seedCache
 	stopped bool
+	// recvDone lists the QPs whose receive completions wait for the
+	// turn's flush (resp_done.go).
+	recvDone []*qpConn
 
 	barrierSeq uint32 // the last barrier sent (sendBarrier), 24 bits
 
@@ -195,7 +198,8 @@ func (e *engine) poke() {
 }
 
 // turn runs the engine until nothing is queued: received batches first,
-// then notifications, due timers and transmission.
+// then notifications, due timers and transmission; the receives completed
+// become pollable after the flush that sent their ACKs.
 // Precondition: e.mu is held.
 func (e *engine) turn(now time.Time) {
 	e.inTurn.Store(true)
@@ -212,6 +216,9 @@ func (e *engine) turn(now time.Time) {
 		// 4. Every QP sends up to its quota: responses, then requests.
 		e.transmit(now)
 		e.tx.flush()
+		// 5. Receives whose ACKs are now in the socket: an application
+		// that polls one and exits at once loses no ACK.
+		e.completeRecvs()
 		e.inTurn.Store(false)
 		if !e.workPending() {
 			break

@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 		return d, "127.0.0.1:0", err
 	}
 	maybeServeBenchPeer()
+	maybeServeExitPeer()
 	conformance.MaybeServePeer(open, conformance.WithCallHook(roce.RaceSync))
 	leakcheck.Main(m)
 }

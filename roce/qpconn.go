@@ -105,6 +105,7 @@ func (c *qpConn) Disconnect() {
 			}
 		}
 		c.e.tx.flush()
+		c.resp.completeDone(true) // every ACK is in the socket
 	}
 	c.e.mu.Unlock()
 	c.e.kick()
@@ -195,6 +196,9 @@ func (c *qpConn) release() {
 		c.flushErr() // what the requester holds is flushed, not lost
 	}
 	if c.attached {
+		// Receives that wait for an ACK complete before the soft device
+		// discards the rest, as they would have without the wait.
+		c.resp.completeDone(true)
 		c.attached = false
 		delete(c.e.qps, c.qpn)
 		c.resp.msg = inMessage{}               // the soft device discards the receive

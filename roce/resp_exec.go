@@ -77,7 +77,7 @@ func (s *responder) finishSend(p *ib.Packet, psn ib.PSN) {
 		res.Flags |= provider.WCWithInv
 		res.InvalidatedRKey = rkey
 	}
-	s.c.qp.CompleteRecv(m.recv, res)
+	s.deferRecv(m.recv, res, psn)
 	s.msn++
 }
 
@@ -133,7 +133,7 @@ func (s *responder) write(p *ib.Packet, psn ib.PSN) int {
 			if p.BTH.SE() {
 				res.Flags |= provider.WCSolicited
 			}
-			s.c.qp.CompleteRecv(rw, res)
+			s.deferRecv(rw, res, psn)
 		}
 		s.msn++
 	}

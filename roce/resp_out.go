@@ -103,19 +103,21 @@ func (q *respQueue) dropReads() (counted int) {
 // queueACK acknowledges every request up to psn. ACKs are cumulative
 // (IBA 9.7.5.1.1), so one that directly follows another replaces it: a
 // batch of AckReq packets gets one ACK, which rxe does not do but any
-// requester accepts.
-func (s *responder) queueACK(psn ib.PSN) {
+// requester accepts. It reports whether an ACK of psn is queued; it is
+// not when the queue is full.
+func (s *responder) queueACK(psn ib.PSN) bool {
 	if t := s.out.tail(); t != nil && t.kind == respAck && t.syn == ib.SyndromeACK {
 		if psn.Diff(t.psn) > 0 {
 			t.psn = psn
 		}
-		return
+		return true
 	}
 	if s.out.full() {
-		return
+		return false
 	}
 	s.out.push(respItem{kind: respAck, psn: psn, syn: ib.SyndromeACK})
 	s.c.e.activate(s.c)
+	return true
 }
 
 // queueNAK queues a NAK for psn.
@@ -225,6 +227,9 @@ func (s *responder) emitAck(tx *txBatch, it *respItem) {
 	if it.syn == ib.SyndromeACK {
 		s.c.ctr.inc(ctrAcksSent)
 		s.acked = it.psn == s.ePSN.Add(-1)
+		if it.psn.Diff(s.ackedPSN) > 0 {
+			s.ackedPSN = it.psn
+		}
 	}
 }
 

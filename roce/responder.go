@@ -22,6 +22,15 @@ type responder struct {
 	msn     uint32 // messages completed, 24 bits (AETH MSN)
 	nakSent bool   // a sequence NAK went out for the current gap
 	acked   bool   // every request executed was acknowledged (ackAll)
+	// ackedPSN is the last PSN an ACK handed to the transmit batch
+	// acknowledged.
+	ackedPSN ib.PSN
+
+	// done holds this QP's successful receive completions, oldest first,
+	// until the turn has handed the socket the ACK they wait for (see
+	// deferRecv); the engine lists the QP in recvDone meanwhile.
+	done       []doneRecv
+	inRecvDone bool // in engine.recvDone
 
 	msg inMessage // the multi-packet message in progress
 
@@ -59,6 +68,7 @@ func (s *responder) init(c *qpConn, rqPSN uint32, ird int) {
 	s.c, s.mtu = c, c.mtu
 	s.ePSN = ib.PSN(rqPSN).Mask()
 	s.acked = true
+	s.ackedPSN = s.ePSN.Add(-1)
 	s.res = make([]resource, max(ird, 0))
 	s.out.init()
 }
@@ -126,8 +136,8 @@ func (s *responder) execute(p *ib.Packet, psn ib.PSN) {
 	s.acked = false
 	// SEND and WRITE are acknowledged when asked (rxe acknowledge()); the
 	// other requests by their responses.
-	if p.BTH.AckReq() && msgKindOf(op) != msgNone {
-		s.queueACK(psn)
+	if p.BTH.AckReq() && msgKindOf(op) != msgNone && s.queueACK(psn) {
+		s.waitAck(psn)
 	}
 }
 

@@ -25,7 +25,8 @@ type txSlot struct {
 // Ownership: a packet's payload is gathered straight from registered
 // memory. The engine guarantees that memory stays valid until flush: it
 // completes no work request while packets are queued (completions happen
-// only in the receive and timer phases, after a flush), and READ response
+// in the receive and timer phases, before transmission, and receive
+// completions after the flush: resp_done.go), and READ response
 // payloads are held by a soft.Target until flush releases it.
 type txBatch struct {
 	conn    PacketConn
