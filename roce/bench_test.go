@@ -221,8 +221,14 @@ func serveRDMA(transport, role string) error {
 		return err
 	}
 	done := waitStdin()
-	if role == "lat" {
+	switch role {
+	case "lat":
 		go e.echo()
+	case "sendlat":
+		if err := e.postRecvs(); err != nil {
+			return err
+		}
+		go e.sendEcho()
 	}
 	<-done
 	e.dev.Close()
@@ -399,6 +405,120 @@ func benchUDPLat(b *testing.B) {
 	}
 	b.StopTimer()
 	reportLatency(b, rec, m)
+}
+
+// BenchmarkSendLat8 is the perftest ib_send_lat method: each side waits
+// for the peer's 8-byte SEND on its CQ, posts the receive again and
+// answers with its own SEND; every SEND is signalled, so each one asks for
+// an ACK. The latency is RTT/2. It measures the receive path that
+// ib_write_lat does not: receive completions, and the ACK a receive
+// completion waits for (resp_done.go).
+func BenchmarkSendLat8(b *testing.B) {
+	for _, tr := range sortedTransports() {
+		b.Run(tr, func(b *testing.B) { benchRDMASendLat(b, tr) })
+	}
+}
+
+func benchRDMASendLat(b *testing.B, transport string) {
+	peer := startBenchPeer(b, transport, "sendlat")
+	e := dialRDMA(b, transport, peer.addr)
+	if err := e.postRecvs(); err != nil {
+		b.Fatal(err)
+	}
+	rec := stats.NewRecorder(1<<20, stats.RoundTrip)
+	var wcs [16]verbs.WorkCompletion
+	pingPong := func() {
+		if err := e.send8(); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			got, err := e.reap(wcs[:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got {
+				return
+			}
+			yield()
+		}
+	}
+	for range 1000 {
+		pingPong()
+	}
+	m := startCPU(peer.pid)
+	b.ResetTimer()
+	t := stats.Mono()
+	for b.Loop() {
+		pingPong()
+		t = rec.RecordSince(t)
+	}
+	b.StopTimer()
+	reportLatency(b, rec, m)
+}
+
+// sendRecvs is how many receives each side of BenchmarkSendLat8 keeps
+// posted.
+const sendRecvs = 8
+
+// postRecvs posts the receives of BenchmarkSendLat8, 8 bytes each after
+// the buffer's first 16.
+func (e *rdmaEnd) postRecvs() error {
+	for i := range sendRecvs {
+		if err := e.postRecv(uint64(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *rdmaEnd) postRecv(id uint64) error {
+	return e.qp.PostRecv([]verbs.RecvWR{{ID: id, SGL: []verbs.SGE{e.mr.SGE(16+8*int(id), 8)}}})
+}
+
+// send8 SENDs 8 bytes (inline, signalled).
+func (e *rdmaEnd) send8() error {
+	return e.qp.PostSend([]verbs.SendWR{{Opcode: verbs.OpSend, Flags: verbs.SendInline | verbs.SendSignaled,
+		SGL: []verbs.SGE{e.mr.SGE(8, 8)}}})
+}
+
+// reap polls the CQ, posts again the receives that completed and reports
+// whether one did.
+func (e *rdmaEnd) reap(wcs []verbs.WorkCompletion) (bool, error) {
+	k, err := e.cq.Poll(wcs)
+	if err != nil {
+		return false, err
+	}
+	got := false
+	for _, wc := range wcs[:k] {
+		if wc.Status != verbs.StatusSuccess {
+			return false, fmt.Errorf("%v: %v", wc.Opcode, wc.Status)
+		}
+		if wc.Opcode == verbs.WCRecv {
+			got = true
+			if err := e.postRecv(wc.WRID); err != nil {
+				return false, err
+			}
+		}
+	}
+	return got, nil
+}
+
+// sendEcho answers every SEND with one.
+func (e *rdmaEnd) sendEcho() {
+	var wcs [16]verbs.WorkCompletion
+	for {
+		got, err := e.reap(wcs[:])
+		if err != nil {
+			return
+		}
+		if !got {
+			yield()
+			continue
+		}
+		if e.send8() != nil {
+			return
+		}
+	}
 }
 
 // BenchmarkWriteBW1M streams 1 MiB WRITEs with 16 outstanding (perftest
