@@ -16,15 +16,39 @@
 // Dial, Listen and Accept run a connection manager over a side TCP
 // connection, in the manner of perftest's and ibv_rc_pingpong's out-of-band
 // exchange with the message flow of the IB CM (REQ, REP or REJ, RTU): each
-// side sends its QP number, initial PSN, path MTU, RoCE address (GID and
-// UDP port), IRD, ORD and retry counts, and up to MaxPrivateData bytes of
-// private data. Buffers a program wants to share travel there, for example
-// as verbs.RemoteBuf encodings. The MTU is the smaller of the two, and a
-// side's ORD never exceeds the other's IRD. The TCP connection stays open:
-// Disconnect sends a DREQ, and a peer process that dies closes it, so the
-// QP moves to ERR with EventPeerDisconnected at once rather than after the
-// retry counters run out (as rdma_cm does when the kernel tears a dead
-// process's connections down).
+// side sends its QP number, initial PSN, path MTU, RoCE address (IP and
+// UDP port), IRD, ORD, retry counts, a random 16-byte cookie and up to
+// MaxPrivateData bytes of private data. Buffers a program wants to share
+// travel there, for example as verbs.RemoteBuf encodings. The MTU is the
+// smaller of the two, and a side's ORD never exceeds the other's IRD. The
+// TCP connection stays open: Disconnect sends a DREQ, and a peer process
+// that dies closes it, so the QP moves to ERR with EventPeerDisconnected
+// at once rather than after the retry counters run out (as rdma_cm does
+// when the kernel tears a dead process's connections down).
+//
+// The data path goes only to an address the exchange proved (cm_probe.go),
+// so that no one can aim a QP's answers at a third party. The RoCE IP a
+// REQ or REP names must be the side channel's remote IP, which the TCP
+// handshake proved (Dial connects from the device's IP for that reason);
+// the UDP port is proven by the cookie: each side sends the other's cookie
+// back in a probe datagram from its device's socket, the dialer first, and
+// a QP is attached only once the peer's probe came from exactly the
+// address it named. The dialer resends its probe with a growing interval
+// (20 ms to 1 s) until the listener's answers. REQ and REP open with the
+// magic "GVR2" (side-channel wire version 2); a peer of version 1 is
+// refused. A REJ carries the application's private data or a reason
+// ("RoCE address ... is not at the side channel's source IP", "no probe
+// came from the dialer's RoCE address ...", too many requests waiting),
+// which Dial returns as a verbs.RejectError.
+//
+// A listener reads each REQ on its own goroutine within 5 s. It holds at
+// most 512 connections that have not sent their REQ, 128 from one IP; one
+// more evicts the oldest silent one (of that source, or of all), so a flood
+// only churns its own connections. At most 256 requests wait for Accept;
+// beyond that they are rejected, as a full backlog refuses. A request
+// whose dialer hangs up is withdrawn before Accept sees it. A temporary
+// accept error (EMFILE, ENFILE, ENOBUFS, ...) is retried with backoff up
+// to 1 s; any other closes the listener, and Accept returns it.
 //
 // A QP can also be connected by hand, as ibv_rc_pingpong does: Modify from
 // INIT to RTR with an AddressVector and the peer's QPN, RQPSN, path MTU and
@@ -126,6 +150,11 @@
 // a WRITE whose later packets arrive after Deregister started fails with
 // REM_ACCESS_ERR.
 //
+// The cost: the regions a peer READs stay pinned up to that long after the
+// last response, and a peer that keeps repeating a READ within the linger
+// keeps its Deregister waiting (each replay starts the linger again);
+// destroying or resetting the QP lets every hold go at once.
+//
 // # Engine
 //
 // Each device has one engine: the state of all its QPs, the transmit batch
@@ -142,7 +171,12 @@
 // A WRITE completes when the responder's ACK arrives (Caps.WriteCompletion
 // is CompletionAcked): the responder placed the bytes before it sent the
 // ACK, and placement is visible to any later message from this QP; FLUSH
-// proves global visibility or persistence. Per-QP counters (packets,
+// proves global visibility or persistence. A receive completion becomes
+// pollable only after the ACK of its message (when the sender asked for
+// one) is in the socket (resp_done.go): a server that polls a client's
+// last message and exits at once, without closing anything, still leaves
+// the client's SEND successful. Disconnect and Close send every ACK owed
+// before the DREQ. Per-QP counters (packets,
 // bytes, retransmissions, timeouts, NAKs by kind sent and received, RNR
 // waits, duplicates, foreign and corrupt packets dropped) come from
 // verbs.QP.Counters; Provider.Counters adds the device's (packets for no
