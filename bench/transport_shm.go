@@ -13,7 +13,7 @@ func init() {
 		Reach:   ReachHost,
 		CPUNote: "shared memory: a one-sided WRITE or READ is a copy by the initiator's CPU, " +
 			"the remote CPU does nothing for it (a SEND is served by the receiver's engine)",
-		New:        each(func(string, Open) provider.Provider { return shm.New(shm.Config{}) }),
+		New:        each(func(string, Open) provider.Provider { return shm.New(shm.Options{}) }),
 		ListenAddr: anyAddr,
 	})
 }

@@ -20,6 +20,7 @@ type (
 	Counter         = verbs.Counter
 	CounterSource   = verbs.CounterSource
 	DataPath        = verbs.DataPath
+	DirectAccess    = verbs.DirectAccess
 	Error           = verbs.Error
 	EventType       = verbs.EventType
 	FlushType       = verbs.FlushType
@@ -95,6 +96,9 @@ const (
 	DataPathHardware      = verbs.DataPathHardware
 	DataPathSoftware      = verbs.DataPathSoftware
 	DefaultConnDepth      = verbs.DefaultConnDepth
+	DirectAll             = verbs.DirectAll
+	DirectNone            = verbs.DirectNone
+	DirectShareable       = verbs.DirectShareable
 	EventCQError          = verbs.EventCQError
 	EventCommEstablished  = verbs.EventCommEstablished
 	EventDeviceFatal      = verbs.EventDeviceFatal

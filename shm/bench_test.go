@@ -21,7 +21,7 @@ import (
 // Every b.N iteration is one round of 2000 ping-pongs each way.
 func BenchmarkWriteLatency(b *testing.B) {
 	const pings = 2000
-	s := newSide(b, shm.Config{})
+	s := newSide(b, shm.Options{})
 	mine := memMR(b, s.pd, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	src := goMR(b, s.pd, 8, verbs.AccessLocalWrite)
 	sock := filepath.Join(b.TempDir(), "s")

@@ -36,7 +36,7 @@ func newSink(b *testing.B) *sink {
 	sock := filepath.Join(b.TempDir(), "s")
 	c := startChild(b, "sink", sockEnv+"="+sock)
 	c.expect(b, "READY")
-	s := &sink{side: newSide(b, shm.Config{}), c: c}
+	s := &sink{side: newSide(b, shm.Options{}), c: c}
 	info := must(s.dev.Dial(b.Context(), sock, s.qp, verbs.ConnParam{}))(b)
 	must(0, s.remote.UnmarshalBinary(info.PrivateData))(b)
 	waitCounter(b, s.qp, "regions_imported", 1)

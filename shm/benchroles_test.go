@@ -26,7 +26,7 @@ import (
 // into the test's buffer, with an 8-byte RDMA WRITE or, for the baseline,
 // with a plain store into its mapping of the same buffer.
 func pongChild() {
-	p := shm.New(shm.Config{Name: "pong"})
+	p := shm.New(shm.Options{Name: "pong"})
 	d, err := verbs.Open(p)
 	childCheck(err)
 	pd, cq, qp := childQP(d)

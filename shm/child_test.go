@@ -120,7 +120,7 @@ func (c *child) wait() error {
 
 // childDevice opens the child's device, or dies.
 func childDevice(name string) (*shm.Provider, *verbs.Device) {
-	p := shm.New(shm.Config{Name: name})
+	p := shm.New(shm.Options{Name: name})
 	d, err := verbs.Open(p)
 	childCheck(err)
 	return p, d

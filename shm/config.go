@@ -13,7 +13,7 @@ import (
 type Notify uint8
 
 const (
-	// NotifyEvent (the default) polls for Config.Spin after the last
+	// NotifyEvent (the default) polls for Options.Spin after the last
 	// activity, then sleeps on the connection's eventfd; the peer writes
 	// the eventfd only when it sees the engine asleep. An idle connection
 	// costs no CPU; the first message after a pause pays a wake-up.
@@ -31,7 +31,7 @@ func (n Notify) String() string {
 	return "event"
 }
 
-// Defaults of Config.
+// Defaults of Options.
 const (
 	DefaultRingSize   = 256 << 10
 	DefaultMaxExports = 4096
@@ -42,8 +42,8 @@ const (
 	MaxPrivateData = 1024
 )
 
-// Config configures a shared-memory device. Zero fields take defaults.
-type Config struct {
+// Options configures a shared-memory device. Zero fields take defaults.
+type Options struct {
 	// Name names the device ("shm0" when empty).
 	Name string
 	// Caps overrides soft device limits (see soft.Config).
@@ -70,9 +70,42 @@ type Config struct {
 	// refused unless the peer process runs as this process's user
 	// (SO_PEERCRED).
 	AnyUser bool
+	// OwnerServed says what registering a region peers cannot map does
+	// (Go memory with a remote right): warn once (default), allow
+	// silently, or refuse.
+	OwnerServed OwnerServed
+	// Logf receives the device's one-time notices (OwnerServedWarn);
+	// nil means the standard library's log.Printf.
+	Logf func(format string, args ...any)
 }
 
-func (c Config) withDefaults() (Config, error) {
+// Option configures the provider New returns. An Options value is one.
+type Option interface {
+	applyShm(*Options)
+}
+
+// applyShm makes an Options value an Option: it replaces every option.
+func (o Options) applyShm(dst *Options) { *dst = o }
+
+// OwnerServed says what registering a region that peers cannot map does:
+// a region over Go memory (or any memory without a shareable descriptor)
+// that grants a remote right. Peers' READs, WRITEs and atomics on it go
+// through this process's engine, its CPU, instead of being done by the
+// peer on its own mapping (MR.DirectRemoteAccess reports false).
+type OwnerServed uint8
+
+const (
+	// OwnerServedWarn (the default) logs one line per device, the first
+	// time, saying so and how to register direct memory (mem.Alloc).
+	OwnerServedWarn OwnerServed = iota
+	// OwnerServedAllow registers such regions silently.
+	OwnerServedAllow
+	// OwnerServedRefuse fails their registration with an error matching
+	// ErrNotSupported: every region of the device is then direct.
+	OwnerServedRefuse
+)
+
+func (c Options) withDefaults() (Options, error) {
 	if c.Name == "" {
 		c.Name = "shm0"
 	}

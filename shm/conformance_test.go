@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceOneProcess(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		a := open(t, "shm-a")
-		b, err := verbs.Open(shm.New(shm.Config{Name: "shm-b"}))
+		b, err := verbs.Open(shm.New(shm.Options{Name: "shm-b"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestConformanceOneProcess(t *testing.T) {
 // open opens a device that the test closes at its end.
 func open(t testing.TB, name string) *verbs.Device {
 	t.Helper()
-	d, err := verbs.Open(shm.New(shm.Config{Name: name}))
+	d, err := verbs.Open(shm.New(shm.Options{Name: name}))
 	if err != nil {
 		t.Fatal(err)
 	}

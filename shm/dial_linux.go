@@ -12,7 +12,7 @@ import (
 
 // Dial connects qp to the listener at addr: it sends our hello, segment and
 // doorbell, waits for the answer, moves qp to RTS and confirms (RTU). Every
-// step ends by ctx's deadline, or Config.Timeout without one.
+// step ends by ctx's deadline, or Options.Timeout without one.
 func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
@@ -26,10 +26,11 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		defer cancel()
 	}
 	var dl net.Dialer
-	nc, err := dl.DialContext(ctx, "unixpacket", addr)
+	name, _ := socketName(addr)
+	nc, err := dl.DialContext(ctx, "unixpacket", name)
 	if err != nil {
 		if ctx.Err() != nil {
-			return provider.ConnInfo{}, fmt.Errorf("%w: %v", provider.ErrTimeout, err)
+			return provider.ConnInfo{}, fmt.Errorf("%w: %w: %v", provider.ErrTimeout, ctx.Err(), err)
 		}
 		return provider.ConnInfo{}, fmt.Errorf("%w: nobody listens on shm address %q: %v", provider.ErrRejected, addr, err)
 	}

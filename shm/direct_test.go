@@ -19,7 +19,7 @@ const rwa = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemot
 // after the connection: RegisterMR returns once the peer mapped it, so the
 // first operation is already direct.
 func TestDirectPath(t *testing.T) {
-	a, b := connectPair(t, shm.Config{}, shm.Config{})
+	a, b := connectPair(t, shm.Options{}, shm.Options{})
 	tgt := memMR(t, b.pd, 4096, rwa)
 	src := goMR(t, a.pd, 4096, verbs.AccessLocalWrite)
 	copy(src.Bytes(), bytes.Repeat([]byte("direct!!"), 512))
@@ -50,7 +50,7 @@ func TestDirectPath(t *testing.T) {
 // TestOwnerServedPath checks the path for what the peer cannot map: Go
 // memory, and a memfd region through a memory window.
 func TestOwnerServedPath(t *testing.T) {
-	a, b := connectPair(t, shm.Config{}, shm.Config{})
+	a, b := connectPair(t, shm.Options{}, shm.Options{})
 	goTgt := goMR(t, b.pd, 64, rwa)
 	src := goMR(t, a.pd, 64, verbs.AccessLocalWrite)
 	copy(src.Bytes(), "owner-served write")
@@ -70,7 +70,7 @@ func TestOwnerServedPath(t *testing.T) {
 // TestReadOnlyExport checks a read-only region is mapped read-only: READ is
 // direct, WRITE goes to the owner, which refuses it.
 func TestReadOnlyExport(t *testing.T) {
-	a, b := connectPair(t, shm.Config{}, shm.Config{})
+	a, b := connectPair(t, shm.Options{}, shm.Options{})
 	ro := memMR(t, b.pd, 4096, verbs.AccessRemoteRead)
 	copy(ro.Bytes(), "read only")
 	waitCounter(t, a.qp, "regions_imported", 1)

@@ -4,7 +4,7 @@
 // runs on Linux (5.1 or later: memfd seals, SCM_RIGHTS, eventfd); elsewhere
 // Open fails with an error matching ErrNotSupported.
 //
-//	p := shm.New(shm.Config{})
+//	p := shm.New() // or shm.New(shm.Options{...})
 //	dev, err := verbs.Open(p) // then Listen / Dial as with any transport
 //
 // # Where the bytes go
@@ -63,7 +63,7 @@
 // leading "@" names Linux's abstract namespace); Dial connects to it.
 // Requests, acceptances and rejections carry up to MaxPrivateData bytes of
 // private data each way, and IRD/ORD are negotiated as librdmacm does.
-// Every step is bounded by the context's deadline or Config.Timeout. By
+// Every step is bounded by the context's deadline or Options.Timeout. By
 // default only processes of the same user id may connect (SO_PEERCRED).
 // QPs connect only this way: Caps.ManualConnect is false.
 //
@@ -74,7 +74,7 @@
 // the memory-ordering argument of every word are in layout_linux.go. A
 // connection's engine goroutine serves the peer's requests and completes
 // our ring requests. In NotifyEvent mode (the default) it polls for
-// Config.Spin after its last work, then sleeps on an eventfd that the peer
+// Options.Spin after its last work, then sleeps on an eventfd that the peer
 // writes only when it sees the engine asleep; in NotifyPoll mode it never
 // sleeps. Provider.SetNotify chooses per QP (the verbs API has no per-CQ
 // transport option; each connected QP has its own engine). A stream of
@@ -106,7 +106,7 @@
 // holds its whole range until its last fragment is in the response ring,
 // so Deregister waits for it (one READ per connection at a time, copied at
 // memory speed while the peer consumes) and the READ succeeds. Only the
-// peer frees ring space: one that consumes nothing for Config.Timeout while
+// peer frees ring space: one that consumes nothing for Options.Timeout while
 // a Deregister waits ends the connection, and Deregister returns. An
 // owner-served WRITE is placed one fragment at a time, each under its own
 // access, since the rest of it is the peer's to send: Deregister does not
@@ -144,7 +144,7 @@
 // initiator's code: a hostile peer process that bypasses this package can
 // read or write every byte of a region exported to it writable, before and
 // after Deregister, and can hold a revocation up (the owner then ends the
-// connection after Config.Timeout and returns). Exported memory must be
+// connection after Options.Timeout and returns). Exported memory must be
 // treated like memory given to the peer. Beyond that, the boundary between
 // two processes of one user is the user id: a process that may ptrace us
 // (same uid, Yama permitting) can read and write all our memory anyway.

@@ -60,7 +60,7 @@ func (e *engine) init(c *conn) {
 }
 
 // engineLoop runs until Detach. In NotifyEvent mode it sleeps on the
-// doorbell after Config.Spin without progress; in NotifyPoll mode it never
+// doorbell after Options.Spin without progress; in NotifyPoll mode it never
 // sleeps.
 func (c *conn) engineLoop() {
 	e := &c.eng

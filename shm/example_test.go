@@ -18,7 +18,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	open := func(name string) (*verbs.Device, *verbs.PD, *verbs.CQ, *verbs.QP) {
-		dev, err := verbs.Open(shm.New(shm.Config{Name: name}))
+		dev, err := verbs.Open(shm.New(shm.Options{Name: name}))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -207,7 +207,7 @@ func (c *conn) revokeAll() {
 }
 
 // waitPeerLeaves waits until the peer's busy word leaves slot. A peer that
-// stays longer than Config.Timeout breaks the protocol: the connection
+// stays longer than Options.Timeout breaks the protocol: the connection
 // ends. A peer whose socket closed is no longer running.
 func (c *conn) waitPeerLeaves(slot int) {
 	busy := c.peer.seg.word(offBusy)

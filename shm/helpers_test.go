@@ -27,7 +27,7 @@ type side struct {
 var testCap = verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
 
 // newSide opens a device with a PD, a CQ and a QP in RESET.
-func newSide(t testing.TB, cfg shm.Config) *side {
+func newSide(t testing.TB, cfg shm.Options) *side {
 	t.Helper()
 	s := &side{p: shm.New(cfg)}
 	var err error
@@ -42,7 +42,7 @@ func newSide(t testing.TB, cfg shm.Config) *side {
 }
 
 // connectPair connects a's QP to b's (b listens) and returns both.
-func connectPair(t testing.TB, cfgA, cfgB shm.Config) (a, b *side) {
+func connectPair(t testing.TB, cfgA, cfgB shm.Options) (a, b *side) {
 	t.Helper()
 	a, b = newSide(t, cfgA), newSide(t, cfgB)
 	ln := must(b.dev.Listen(""))(t)

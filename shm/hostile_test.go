@@ -24,7 +24,7 @@ import (
 // mem's TestReadOnlyMappingFaults), and our bytes must be intact.
 func TestReadOnlyRegionFaultsHostileWriter(t *testing.T) {
 	const size = 3 * 4096 // a size no control segment has
-	s := newSide(t, shm.Config{})
+	s := newSide(t, shm.Options{})
 	ro := memMR(t, s.pd, size, verbs.AccessRemoteRead)
 	copy(ro.Bytes(), "read only")
 	sock := filepath.Join(t.TempDir(), "s")

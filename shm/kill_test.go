@@ -21,7 +21,7 @@ func TestPeerKilled(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s")
 	c := startChild(t, "target", sockEnv+"="+sock)
 	c.expect(t, "READY")
-	a := newSide(t, shm.Config{})
+	a := newSide(t, shm.Options{})
 	info := must(a.dev.Dial(t.Context(), sock, a.qp, verbs.ConnParam{}))(t)
 	var direct, owned verbs.RemoteBuf
 	must(0, direct.UnmarshalBinary(info.PrivateData[:verbs.RemoteBufSize]))(t)
@@ -89,7 +89,7 @@ type peerCheck struct {
 // otherPeer connects a second QP of a's device to a new device of this
 // process.
 func otherPeer(t *testing.T, a *side) *peerCheck {
-	b := newSide(t, shm.Config{})
+	b := newSide(t, shm.Options{})
 	ln := must(b.dev.Listen(""))(t)
 	t.Cleanup(func() { ln.Close() })
 	cq := must(a.dev.CreateCQ(64))(t)

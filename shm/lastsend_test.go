@@ -29,7 +29,7 @@ func TestLastSendServerCloses(t *testing.T) {
 	n := tries(10)
 	failed := 0
 	for i := range n {
-		a, b := connectPair(t, shm.Config{}, shm.Config{})
+		a, b := connectPair(t, shm.Options{}, shm.Options{})
 		recv := goMR(t, b.pd, 64, verbs.AccessLocalWrite)
 		must(0, b.qp.PostRecv([]verbs.RecvWR{{ID: 7, SGL: []verbs.SGE{recv.SGE(0, 64)}}}))(t)
 		got := make(chan error, 1)
@@ -74,7 +74,7 @@ func TestLastSendServerExits(t *testing.T) {
 
 func lastSendServerExits(t *testing.T, burst, size int) {
 	n := tries(10)
-	a := newSide(t, shm.Config{})
+	a := newSide(t, shm.Options{})
 	src := goMR(t, a.pd, size, verbs.AccessLocalWrite)
 	copy(src.Bytes(), "done")
 	wrs := make([]verbs.SendWR, burst)

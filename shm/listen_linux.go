@@ -19,7 +19,7 @@ import (
 
 // listener accepts connection requests on a Unix SOCK_SEQPACKET socket.
 // Its accept goroutine takes sockets and a goroutine per socket reads the
-// request (within Config.Timeout), so a slow or silent dialer never holds
+// request (within Options.Timeout), so a slow or silent dialer never holds
 // up the others.
 type listener struct {
 	l     *link
@@ -34,20 +34,22 @@ type listener struct {
 }
 
 // Listen listens on the Unix socket addr: a file system path, "@name" for
-// Linux's abstract namespace, or "" for a fresh path in the temporary
-// directory. A path socket is made accessible to its owner only.
+// Linux's abstract namespace, "" for a fresh path in the temporary
+// directory, or "host:port" for an abstract socket of that name (port 0
+// picks a free one; see socketName). A path socket is made accessible to
+// its owner only.
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 	if addr == "" {
 		addr = tempSocket()
 	}
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: addr, Net: "unixpacket"})
+	ul, addr, err := listenUnix(addr)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) || strings.Contains(err.Error(), "address already in use") {
 			return nil, fmt.Errorf("%w: shm address %q is in use: %v", provider.ErrBusy, addr, err)
 		}
 		return nil, fmt.Errorf("%w: shm listen %q: %v", provider.ErrInvalidArgument, addr, err)
 	}
-	if !strings.HasPrefix(addr, "@") {
+	if name, _ := socketName(addr); !strings.HasPrefix(name, "@") {
 		os.Chmod(addr, 0o600)
 	}
 	ln := &listener{l: l, dev: d, ul: ul, path: addr, reqs: make(chan *connReq),
@@ -59,6 +61,24 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 	ln.wg.Add(1)
 	go ln.acceptLoop()
 	return ln, nil
+}
+
+// listenUnix binds the socket addr names; for "host:0" it picks a free
+// port and returns the address with it, as Addr reports it.
+func listenUnix(addr string) (*net.UnixListener, string, error) {
+	name, hostPort := socketName(addr)
+	host, port, _ := net.SplitHostPort(addr)
+	for try := 0; ; try++ {
+		if hostPort && port == "0" {
+			addr = net.JoinHostPort(host, freePort())
+			name, _ = socketName(addr)
+		}
+		ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
+		if err != nil && hostPort && port == "0" && try < 64 && strings.Contains(err.Error(), "address already in use") {
+			continue
+		}
+		return ul, addr, err
+	}
 }
 
 // tempSocket returns an unused socket path in the temporary directory.

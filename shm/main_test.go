@@ -42,5 +42,5 @@ func raceSync() {
 }
 
 func openDevice(name string) (*verbs.Device, error) {
-	return verbs.Open(shm.New(shm.Config{Name: name}))
+	return verbs.Open(shm.New(shm.Options{Name: name}))
 }

@@ -15,7 +15,7 @@ import (
 // default NotifyEvent mode: both deliver, the polling engine never sleeps,
 // and the event-driven one sleeps once idle.
 func TestNotifyModes(t *testing.T) {
-	a, b := connectPair(t, shm.Config{Spin: 20 * time.Microsecond}, shm.Config{Spin: 20 * time.Microsecond})
+	a, b := connectPair(t, shm.Options{Spin: 20 * time.Microsecond}, shm.Options{Spin: 20 * time.Microsecond})
 	if err := b.p.SetNotify(b.qp.QPN(), shm.NotifyPoll); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -12,13 +13,24 @@ import (
 // Provider opens one shared-memory device (a soft device with the shm
 // link) and is the handle for its shm-only settings.
 type Provider struct {
-	cfg Config
+	cfg Options
 	mu  sync.Mutex
 	l   *link
 }
 
-// New returns a provider of one shared-memory device configured by cfg.
-func New(cfg Config) *Provider { return &Provider{cfg: cfg} }
+// New returns a provider of one shared-memory device. With no options it
+// takes the defaults; an Options value sets every option at once, and later
+// options override earlier ones:
+//
+//	shm.New()
+//	shm.New(shm.Options{Notify: shm.NotifyPoll})
+func New(opts ...Option) *Provider {
+	p := &Provider{}
+	for _, o := range opts {
+		o.applyShm(&p.cfg)
+	}
+	return p
+}
 
 // Open opens the device. A Provider opens one device; a second Open fails
 // with ErrBusy.
@@ -67,7 +79,7 @@ func (p *Provider) SetNotify(qpn uint32, n Notify) error {
 
 // link is the shm link of one soft device.
 type link struct {
-	cfg Config
+	cfg Options
 	dev *soft.Device
 
 	// mu guards the fields below and every connection's exports. No soft
@@ -80,9 +92,14 @@ type link struct {
 	listeners map[*listener]struct{}
 	notify    map[uint32]Notify // per-QP notify mode (SetNotify)
 	closed    bool
+
+	warnOnce sync.Once // OwnerServedWarn's one line
 }
 
-var _ soft.MemoryLink = (*link)(nil)
+var (
+	_ soft.MemoryLink = (*link)(nil)
+	_ soft.DirectLink = (*link)(nil)
+)
 
 // AdjustCaps implements soft.Link.
 func (l *link) AdjustCaps(c *provider.Caps) {
@@ -95,6 +112,7 @@ func (l *link) AdjustCaps(c *provider.Caps) {
 	c.RNRRetry = true
 	c.MaxPrivateData = MaxPrivateData
 	c.PathMTU = 4096
+	c.DirectAccess = provider.DirectShareable
 }
 
 // geometry is the shape of the control segments of new connections.
@@ -160,8 +178,11 @@ func (l *link) removeListener(ln *listener) {
 // exported to every connection of its protection domain.
 func (l *link) RegisteredMR(mr *soft.MR) error {
 	x, err := exportable(mr)
-	if err != nil || x == nil {
+	if err != nil {
 		return err
+	}
+	if x == nil {
+		return l.ownerServed(mr)
 	}
 	l.mu.Lock()
 	l.regions[mr] = x
@@ -185,6 +206,42 @@ func (l *link) RegisteredMR(mr *soft.MR) error {
 		}
 	}
 	return nil
+}
+
+// ownerServed applies Options.OwnerServed to a region peers cannot map:
+// one that grants a remote right over memory without a shareable
+// descriptor, so this process's engine serves every peer access to it.
+func (l *link) ownerServed(mr *soft.MR) error {
+	if mr.Access()&provider.AccessRemote == 0 {
+		return nil // no peer reaches it at all
+	}
+	switch l.cfg.OwnerServed {
+	case OwnerServedRefuse:
+		return fmt.Errorf("%w: shm: a region over Go memory would be served by this process's engine, not mapped by peers "+
+			"(Options.OwnerServed is OwnerServedRefuse): register memory from mem.Alloc or mem.MapFile with pd.RegisterMemory",
+			provider.ErrNotSupported)
+	case OwnerServedWarn:
+		l.warnOnce.Do(func() {
+			logf := l.cfg.Logf
+			if logf == nil {
+				logf = log.Printf
+			}
+			logf("goverbs/shm: device %s: a region over Go memory grants remote access: peers' READs, WRITEs and atomics "+
+				"on it go through this process's engine (its CPU), not the peer's own mapping; register mem.Alloc memory "+
+				"with pd.RegisterMemory for direct access (shm.Options{OwnerServed: shm.OwnerServedAllow} silences this)",
+				l.cfg.Name)
+		})
+	}
+	return nil
+}
+
+// DirectRemoteAccess implements soft.DirectLink: a region is direct when
+// it is exported, so connected peers map it.
+func (l *link) DirectRemoteAccess(mr *soft.MR) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.regions[mr]
+	return ok
 }
 
 // DeregisteringMR implements soft.MemoryLink: every peer's access ends

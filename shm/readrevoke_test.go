@@ -48,7 +48,7 @@ func newServedRead(t *testing.T) *servedRead {
 // fragment arrived. The devices close when the try ends.
 func (r *servedRead) start(t *testing.T) (a, b *side, src *verbs.MR) {
 	t.Helper()
-	a, b = connectPair(t, shm.Config{}, shm.Config{})
+	a, b = connectPair(t, shm.Options{}, shm.Options{})
 	copy(r.src, r.aa)
 	clear(r.dst.Bytes())
 	src = must(b.pd.RegisterMR(r.src, verbs.AccessRemoteRead))(t)
@@ -132,11 +132,11 @@ func TestOwnerErrDuringOwnerServedRead(t *testing.T) {
 // TestDeregisterStalledReader bounds what a READ under way costs
 // Deregister: the initiator is a child process that READs from our Go
 // memory and is then stopped (SIGSTOP), so it consumes no more responses.
-// Deregister returns within Config.Timeout and a little, ending the
+// Deregister returns within Options.Timeout and a little, ending the
 // connection (our QP in ERR), instead of waiting for the child for ever.
 func TestDeregisterStalledReader(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	s := newSide(t, shm.Config{Timeout: timeout})
+	s := newSide(t, shm.Options{Timeout: timeout})
 	src := must(s.pd.RegisterMR(bytes.Repeat([]byte{0xaa}, stalledReadSize), verbs.AccessRemoteRead))(t)
 	pdata, _ := src.Remote().MarshalBinary()
 	sock := filepath.Join(t.TempDir(), "s")
@@ -155,7 +155,7 @@ func TestDeregisterStalledReader(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("Deregister took %v against a stopped reader", took)
 	if took > timeout+2*time.Second {
-		t.Fatalf("Deregister took %v, over Config.Timeout %v", took, timeout)
+		t.Fatalf("Deregister took %v, over Options.Timeout %v", took, timeout)
 	}
 	if took >= timeout {
 		// The child held the region: the connection ended.
@@ -196,9 +196,9 @@ func stalledReaderChild() {
 // engine sleeps on a full ring, and must never miss the peer's
 // consumption (each READ completes in well under a second; a missed
 // wakeup stalled one until the next event on the connection, for ever in
-// this test: since a stalled READ looks again after Config.Timeout, 10 s).
+// this test: since a stalled READ looks again after Options.Timeout, 10 s).
 func TestOwnerServedReadsNeverStall(t *testing.T) {
-	a, b := connectPair(t, shm.Config{}, shm.Config{})
+	a, b := connectPair(t, shm.Options{}, shm.Options{})
 	r := newServedRead(t)
 	copy(r.src, r.aa)
 	src := must(b.pd.RegisterMR(r.src, verbs.AccessRemoteRead))(t)

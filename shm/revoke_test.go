@@ -22,7 +22,7 @@ import (
 // failure). Five regions in a row, so that some revocations land in the
 // middle of a copy.
 func TestDeregisterRevokes(t *testing.T) {
-	s := newSide(t, shm.Config{})
+	s := newSide(t, shm.Options{})
 	sock := filepath.Join(t.TempDir(), "s")
 	ln := must(s.dev.Listen(sock))(t)
 	defer ln.Close()

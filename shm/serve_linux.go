@@ -144,7 +144,7 @@ func (e *engine) serveRead(rec *record) bool {
 
 // produceRead writes READ response fragments while the ring has room. Only
 // the peer frees room, so a peer that stops consuming holds the region: if
-// it frees none for Config.Timeout while the range is no longer granted (a
+// it frees none for Options.Timeout while the range is no longer granted (a
 // Deregister or re-registration waits for us), it broke the protocol and
 // the connection ends, as when a peer stays in a revoked region
 // (waitPeerLeaves).
@@ -170,7 +170,7 @@ func (e *engine) produceRead() bool {
 }
 
 // readStalled notes that the READ waits for response ring space, and ends
-// the connection once the peer has held a revoked range for Config.Timeout.
+// the connection once the peer has held a revoked range for Options.Timeout.
 func (e *engine) readStalled() {
 	r := &e.read
 	now := time.Now()

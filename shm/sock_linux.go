@@ -125,7 +125,7 @@ func checkPeer(c *net.UnixConn, anyUser bool) (pid int, err error) {
 		return 0, fmt.Errorf("shm: SO_PEERCRED: %w", err)
 	}
 	if !anyUser && int(cred.Uid) != os.Getuid() {
-		return 0, fmt.Errorf("%w: peer process %d runs as uid %d, not %d (Config.AnyUser)", provider.ErrRejected, cred.Pid, cred.Uid, os.Getuid())
+		return 0, fmt.Errorf("%w: peer process %d runs as uid %d, not %d (Options.AnyUser)", provider.ErrRejected, cred.Pid, cred.Uid, os.Getuid())
 	}
 	return int(cred.Pid), nil
 }

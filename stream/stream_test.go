@@ -33,7 +33,7 @@ var transports = []transport{
 	{name: "loopback-send", open: loopback.New, listen: "stream-test", cfg: stream.Config{SendMode: true}},
 	{name: "iwarp", open: func() provider.Provider { return iwarp.New() }, listen: "127.0.0.1:0"},
 	{name: "roce", open: func() provider.Provider { return roce.New(roce.Options{Addr: "127.0.0.1:0"}) }, listen: "127.0.0.1:0"},
-	{name: "shm", open: func() provider.Provider { return shm.New(shm.Config{}) }, listen: ""},
+	{name: "shm", open: func() provider.Provider { return shm.New(shm.Options{}) }, listen: ""},
 }
 
 // forEach runs f once per transport.

@@ -1,5 +1,7 @@
 package verbs
 
+import "fmt"
+
 // DataPath says who moves the bytes.
 type DataPath uint8
 
@@ -45,6 +47,38 @@ func (a AtomicScope) String() string {
 		return "global"
 	}
 	return "none"
+}
+
+// DirectAccess says which registered regions a peer's one-sided
+// operations (READ, WRITE, atomics, FLUSH) reach without this process's
+// CPU. MR.DirectRemoteAccess answers for one region.
+type DirectAccess uint8
+
+// Direct access.
+const (
+	// DirectNone: this process's transport engine serves every peer
+	// access with its own CPU (the software transports over a network:
+	// iwarp, roce).
+	DirectNone DirectAccess = iota
+	// DirectShareable: regions over shareable memory (mem.Alloc,
+	// mem.MapFile) that grant a remote right are worked on by the
+	// same-host peer itself, on its own mapping; regions over Go memory
+	// are served by this process's engine (shm).
+	DirectShareable
+	// DirectAll: an RDMA NIC does the work for every region.
+	DirectAll
+)
+
+func (d DirectAccess) String() string {
+	switch d {
+	case DirectNone:
+		return "none: this process's engine serves every peer access"
+	case DirectShareable:
+		return "regions over mem.Alloc or mem.MapFile memory (the peer works on its own mapping); Go memory is served by this process's engine"
+	case DirectAll:
+		return "every region (the NIC)"
+	}
+	return fmt.Sprintf("DirectAccess(%d)", uint8(d))
 }
 
 // CompletionLevel is what a successful send-side completion of a WRITE
@@ -117,6 +151,9 @@ type Caps struct {
 	// (InfiniBand RNR NAK); when false, RNRRule says what happens instead.
 	RNRRetry bool
 	RNRRule  string
+	// DirectAccess says which regions peers reach without this process's
+	// CPU (see MR.DirectRemoteAccess for one region).
+	DirectAccess DirectAccess
 
 	PathMTU MTU
 	// LinkSpeed is in bits per second; zero when unknown.

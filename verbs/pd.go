@@ -90,6 +90,23 @@ func (mr *MR) Addr() uint64 { return mr.p.Addr() }
 // Len is the region's length in bytes.
 func (mr *MR) Len() int { return mr.p.Len() }
 
+// DirectRemoteAccess reports whether a peer's one-sided operations on the
+// region (READ, WRITE, atomics, FLUSH) reach its memory without this
+// process's CPU: an RDMA NIC does them, or a same-host peer does them on
+// its own mapping (shm, for regions over mem.Alloc or mem.MapFile memory
+// that grant a remote right). When false, this process's transport engine
+// serves every peer access: on iwarp and roce always, on shm for regions
+// over Go memory. Caps.DirectAccess says the same for the whole device.
+func (mr *MR) DirectRemoteAccess() bool {
+	if d, ok := mr.p.(interface{ DirectRemoteAccess() bool }); ok {
+		return d.DirectRemoteAccess()
+	}
+	mr.mu.Lock()
+	c := mr.pd.dev.caps
+	mr.mu.Unlock()
+	return c.DirectAccess == DirectAll || c.DataPath == DataPathHardware
+}
+
 // Access returns the region's rights.
 func (mr *MR) Access() Access { return mr.p.Access() }
 
@@ -105,8 +122,12 @@ func (mr *MR) Remote() RemoteBuf {
 
 // Deregister revokes the region's keys and releases it. It fails with
 // ErrBusy while posted work requests reference it or windows are bound to
-// it; it waits for peer accesses already under way, so no byte of the
-// region changes after it returns.
+// it; it waits for peer accesses already under way (a READ the device
+// accepted is answered in full), so no byte of the region changes after it
+// returns. A multi-packet WRITE whose later packets arrive after Deregister
+// began is not waited for: those packets find the key revoked and the
+// peer's WRITE fails with a remote access error, because the rest of a
+// WRITE is the peer's to send and Deregister must not wait on a peer.
 func (mr *MR) Deregister() error {
 	if mr.closed.Load() {
 		return ErrClosed

@@ -217,6 +217,7 @@ func writeInfo(w io.Writer, in transportInfo) {
 	row("operations", "%s", c.Opcodes)
 	row("atomics", "%s", c.AtomicScope)
 	row("WRITE completion", "%s", c.WriteCompletion)
+	row("direct remote access", "%s", c.DirectAccess)
 	row("persistence", "%s", yesNo(c.Persistence, "FLUSH to persistence for file-backed regions"))
 	row("RNR retry", "%s", yesNo(c.RNRRetry, c.RNRRule))
 	row("manual connect", "%s", yesNo(c.ManualConnect, "connection manager only"))

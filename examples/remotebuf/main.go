@@ -40,21 +40,15 @@ func open(transport string) (*verbs.Device, error) {
 	case "roce":
 		return verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
 	case "shm":
-		return verbs.Open(shm.New(shm.Config{}))
+		return verbs.Open(shm.New())
 	}
 	return nil, fmt.Errorf("unknown transport %q (loopback, iwarp, roce, shm)", transport)
 }
 
-// defaultAddr is where a server listens when -listen is not given.
-func defaultAddr(transport string) string {
-	switch transport {
-	case "iwarp", "roce":
-		return "127.0.0.1:0" // a free port, printed
-	case "shm":
-		return "" // a fresh socket in the temporary directory, printed
-	}
-	return "remotebuf"
-}
+// defaultAddr is where a server listens when -listen is not given: the
+// same on every transport (shm takes host:port as the name of a socket on
+// this host; loopback as a name in its process).
+const defaultAddr = "127.0.0.1:0"
 
 const (
 	bufSize = 4096
@@ -82,11 +76,11 @@ func main() {
 	case *connect != "":
 		err = client(ctx, dev, *connect)
 	case *self || *transport == "loopback":
-		err = both(ctx, dev, *transport)
+		err = both(ctx, dev)
 	default:
 		addr := *listen
 		if addr == "" {
-			addr = defaultAddr(*transport)
+			addr = defaultAddr
 		}
 		err = server(ctx, dev, addr, func(a string) { fmt.Printf("listening on %s\n", a) })
 	}
@@ -96,10 +90,10 @@ func main() {
 }
 
 // both runs the server and the client over one device.
-func both(ctx context.Context, dev *verbs.Device, transport string) error {
+func both(ctx context.Context, dev *verbs.Device) error {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- server(ctx, dev, defaultAddr(transport), func(a string) { ready <- a }) }()
+	go func() { done <- server(ctx, dev, defaultAddr, func(a string) { ready <- a }) }()
 	var addr string
 	select {
 	case addr = <-ready:
