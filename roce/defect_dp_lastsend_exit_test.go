@@ -55,7 +55,9 @@ func lastSendToExitingPeer(t *testing.T, a *verbs.Device, try int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), exitPeerEnv+"=1")
+	// Under the race detector a process sleeps a second at exit
+	// (atexit_sleep_ms) unless told not to.
+	cmd.Env = append(os.Environ(), exitPeerEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
