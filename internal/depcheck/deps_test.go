@@ -31,11 +31,12 @@ var rules = map[string][]string{
 	"internal/depcheck":  {},
 	"internal/leakcheck": {},
 	"internal/keyspace":  {},
+	"internal/devcore":   {"provider"}, // the queue rules soft and fabric share
 	"mem":                {"golang.org/x/sys"},
 
 	// The core: the software device implements the SPI; the public API
 	// wraps any provider and never imports one.
-	"soft":  {"provider", "internal/keyspace"},
+	"soft":  {"provider", "internal/keyspace", "internal/devcore"},
 	"verbs": {},
 
 	// Transports plug into soft (or, for fabric, implement the SPI
@@ -44,7 +45,7 @@ var rules = map[string][]string{
 	"iwarp":    {"provider", "soft", "mem", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
 	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
 	"shm":      {"provider", "soft", "mem", "golang.org/x/sys"},
-	"fabric":   {"provider", "mem", "internal/keyspace", "golang.org/x/sys"},
+	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "golang.org/x/sys"},
 
 	// Measurement: stats and report stand alone; the runner drives verbs
 	// over the transports it is handed.

@@ -1,0 +1,76 @@
+package devcore
+
+import (
+	"fmt"
+
+	"github.com/goverbs/goverbs/provider"
+)
+
+// CheckQPCap applies the device's limits to the capacities a CreateQP
+// asks for: at least one send WR, and no queue, SGE list or inline size
+// beyond the device's.
+func CheckQPCap(c provider.QPCap, d *provider.Caps) error {
+	switch {
+	case c.MaxSendWR < 1 || c.MaxSendWR > d.MaxQPWR || c.MaxRecvWR > d.MaxQPWR:
+		return fmt.Errorf("%w: queue sizes send %d recv %d (1 to %d)", provider.ErrInvalidArgument, c.MaxSendWR, c.MaxRecvWR, d.MaxQPWR)
+	case c.MaxSendSGE > d.MaxSGE || c.MaxRecvSGE > d.MaxSGE:
+		return fmt.Errorf("%w: SGE limits send %d recv %d (at most %d)", provider.ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, d.MaxSGE)
+	case c.MaxInlineData > d.MaxInlineData:
+		return fmt.Errorf("%w: inline data %d (at most %d)", provider.ErrInvalidArgument, c.MaxInlineData, d.MaxInlineData)
+	}
+	return nil
+}
+
+// CheckModify applies Modify's rules: the transition from cur that attr
+// and mask ask for is legal (SEMANTICS 5) and the attribute values are
+// within the device's limits. It returns the state the QP moves to.
+func CheckModify(cur provider.State, attr *provider.QPAttr, mask provider.AttrMask, d *provider.Caps) (provider.State, error) {
+	next, err := provider.CheckTransition(cur, attr, mask)
+	if err == nil {
+		err = provider.CheckQPAttr(attr, mask, d)
+	}
+	return next, err
+}
+
+// QueryAttr is what Query reports for a QP with attributes attr in state
+// st; draining says an SQD QP still has send WRs under way.
+func QueryAttr(attr provider.QPAttr, st provider.State, draining bool) provider.QPAttr {
+	attr.State, attr.CurState = st, st
+	attr.SQDraining = st == provider.StateSQD && draining
+	return attr
+}
+
+// ApplyAttr copies into t the attributes of a that mask names (all but
+// the state and the capacities, which the provider applies itself).
+func ApplyAttr(t, a *provider.QPAttr, mask provider.AttrMask) {
+	set := func(bit provider.AttrMask, apply func()) {
+		if mask&bit != 0 {
+			apply()
+		}
+	}
+	set(provider.AttrAccessFlags, func() { t.Access = a.Access })
+	set(provider.AttrAV, func() { t.AV = a.AV })
+	set(provider.AttrPathMTU, func() { t.PathMTU = a.PathMTU })
+	set(provider.AttrTimeout, func() { t.Timeout = a.Timeout })
+	set(provider.AttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
+	set(provider.AttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
+	set(provider.AttrRQPSN, func() { t.RQPSN = a.RQPSN })
+	set(provider.AttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	set(provider.AttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
+	set(provider.AttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(provider.AttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
+	set(provider.AttrDestQPN, func() { t.DestQPN = a.DestQPN })
+	set(provider.AttrEnSQDAsyncNotify, func() { t.EnSQDAsyncNotify = a.EnSQDAsyncNotify })
+}
+
+// CheckDisconnect applies Disconnect's rules to a QP: it is open and
+// connected.
+func CheckDisconnect(closed, connected bool) error {
+	switch {
+	case closed:
+		return provider.ErrClosed
+	case !connected:
+		return fmt.Errorf("%w: QP is not connected", provider.ErrInvalidState)
+	}
+	return nil
+}
