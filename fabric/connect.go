@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -110,12 +111,12 @@ func (qp *QP) abandonEP() {
 	ep, info := qp.ep, qp.epInfo
 	qp.ep, qp.epInfo, qp.connWait = 0, 0, nil
 	// Receives handed to the closing endpoint are posted again later.
-	for s := qp.rq.tail; s != qp.rq.next; s++ {
-		if w := qp.rq.slot(s); w.state == wqeSubmitted {
-			w.state = wqePosted
+	for s := qp.rq.Tail; s != qp.rq.Next; s++ {
+		if e := qp.rq.Slot(s).Entry(); e.State == devcore.Started {
+			e.State = devcore.Posted
 		}
 	}
-	qp.rq.next = qp.rq.tail
+	qp.rq.Next = qp.rq.Tail
 	qp.tearing = true
 	qp.mu.Unlock()
 	qp.dev.closeFid(uintptr(ep))

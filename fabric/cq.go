@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -20,27 +21,23 @@ import (
 // ring is a verbs overrun.
 //
 // Locks: pollMu serializes reading the libfabric CQs and dispatching their
-// entries to QPs; ringMu guards the ring. Order: pollMu, QP.mu, ringMu.
+// entries to QPs (Poll, Wait, drain, and the progress goroutine, which only
+// tries it); fcqMu serializes updates of fcqs (readers load it without a
+// lock, under pollMu); ring's own lock (devcore.CQ) guards the completions
+// and the QP set and is a leaf. Order: fcqMu, pollMu, QP.mu, ring. The
+// device's progress goroutine alone touches seenPolls and hotUntil.
 type CQ struct {
 	dev  *Device
 	size int
 
 	pollMu sync.Mutex
 	fcqs   atomic.Pointer[[]*fcq]
-	fcqMu  sync.Mutex // serializes updates of fcqs
+	fcqMu  sync.Mutex
 
-	ringMu    sync.Mutex
-	ring      []provider.WorkCompletion
-	head, n   int
-	solicited int
-	wake      chan struct{}
-	overrun   bool
-	closed    bool
-	qps       map[*QP]struct{}
-
-	// everyRecvWakes: the device cannot carry the solicited bit (4 bytes
-	// of CQ data), so every receive ends a solicited-only wait.
-	everyRecvWakes bool
+	// ring holds the completions in posting order per work queue. When
+	// the device cannot carry the solicited bit (4 bytes of CQ data),
+	// every receive ends a solicited-only wait.
+	ring devcore.CQ[*QP]
 
 	polls   atomic.Uint64 // Poll calls, for the progress goroutine
 	waiters atomic.Int32  // goroutines in Wait
@@ -73,8 +70,8 @@ func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 	if len(d.cqs) >= int(d.caps.MaxCQ) {
 		return nil, fmt.Errorf("%w: completion queues (at most %d)", provider.ErrLimit, d.caps.MaxCQ)
 	}
-	cq := &CQ{dev: d, size: attr.Entries, ring: make([]provider.WorkCompletion, attr.Entries), qps: map[*QP]struct{}{},
-		everyRecvWakes: !d.feat.wideData}
+	cq := &CQ{dev: d, size: attr.Entries}
+	cq.ring.Init(attr.Entries, !d.feat.wideData)
 	cq.fcqs.Store(&[]*fcq{})
 	d.cqs[cq] = struct{}{}
 	return cq, nil
@@ -171,151 +168,46 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	cq.pollMu.Lock()
 	cq.progressLocked()
 	cq.pollMu.Unlock()
-	return cq.pop(wc)
-}
-
-func (cq *CQ) pop(wc []provider.WorkCompletion) (int, error) {
-	cq.ringMu.Lock()
-	defer cq.ringMu.Unlock()
-	k := min(len(wc), cq.n)
-	for i := range k {
-		e := &cq.ring[cq.head]
-		if cq.wakesSolicited(e) {
-			cq.solicited--
-		}
-		wc[i] = *e
-		cq.head++
-		if cq.head == len(cq.ring) {
-			cq.head = 0
-		}
-	}
-	cq.n -= k
-	switch {
-	case k == 0 && cq.overrun:
-		return 0, provider.ErrCQOverrun
-	case k == 0 && cq.closed:
-		return 0, provider.ErrClosed
-	}
-	return k, nil
-}
-
-// wakesSolicited reports whether wc ends a solicited-only wait: a
-// solicited receive or an error (or any receive, see everyRecvWakes).
-func (cq *CQ) wakesSolicited(wc *provider.WorkCompletion) bool {
-	return wc.Flags&provider.WCSolicited != 0 || wc.Status != provider.StatusSuccess ||
-		(cq.everyRecvWakes && wc.Opcode.IsRecv())
+	return cq.ring.Poll(wc)
 }
 
 // push appends a completion; on overrun it fails the CQ.
-// Precondition: the QP's mu is held (ringMu is a leaf).
+// Precondition: the QP's mu is held (the ring's lock is a leaf).
 func (cq *CQ) push(wc *provider.WorkCompletion) {
-	cq.ringMu.Lock()
-	if cq.overrun || cq.closed {
-		cq.ringMu.Unlock()
-		return
-	}
-	if cq.n == len(cq.ring) {
-		cq.overrun = true
-		cq.wakeLocked()
-		cq.ringMu.Unlock()
-		cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: provider.ErrCQOverrun})
-		go cq.failQPs(provider.ErrCQOverrun)
-		return
-	}
-	i := cq.head + cq.n
-	if i >= len(cq.ring) {
-		i -= len(cq.ring)
-	}
-	cq.ring[i] = *wc
-	cq.n++
-	if cq.wakesSolicited(wc) {
-		cq.solicited++
-	}
-	cq.wakeLocked()
-	cq.ringMu.Unlock()
-}
-
-func (cq *CQ) wakeLocked() {
-	if cq.wake != nil {
-		close(cq.wake)
-		cq.wake = nil
+	if cq.ring.Push(wc) {
+		cq.failed(provider.ErrCQOverrun)
 	}
 }
 
 // fail puts the CQ in error after libfabric reported one (an overrun of
 // its own queue, or a broken CQ).
 func (cq *CQ) fail(err error) {
-	cq.ringMu.Lock()
-	already := cq.overrun
-	cq.overrun = true
-	cq.wakeLocked()
-	cq.ringMu.Unlock()
-	if !already {
-		cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: err})
-		go cq.failQPs(err)
+	if cq.ring.Fail() {
+		cq.failed(err)
 	}
 }
 
-// failQPs moves the QPs of a failed CQ to ERR.
-func (cq *CQ) failQPs(err error) {
-	cq.ringMu.Lock()
-	qps := keysOf(cq.qps)
-	cq.ringMu.Unlock()
-	for _, qp := range qps {
-		qp.fail(provider.EventQPFatal, err)
-	}
+// failed raises the CQ's one EventCQError and moves its QPs to ERR.
+func (cq *CQ) failed(err error) {
+	cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: err})
+	cq.ring.FailQPs(func(qp *QP) { qp.fail(provider.EventQPFatal, err) })
 }
 
-// Wait implements provider.CQ.
+// Wait implements provider.CQ: it reads libfabric's CQs before each look
+// at the ring (unless a Poll is doing so), and has the progress goroutine
+// read them while it sleeps.
 func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
 	cq.waiters.Add(1)
 	defer cq.waiters.Add(-1)
-	kicked := false
-	for {
-		if cq.pollMu.TryLock() {
-			cq.progressLocked()
-			cq.pollMu.Unlock()
-		}
-		cq.ringMu.Lock()
-		switch {
-		case cq.overrun:
-			cq.ringMu.Unlock()
-			return provider.ErrCQOverrun
-		case cq.closed:
-			cq.ringMu.Unlock()
-			return provider.ErrClosed
-		case solicitedOnly && cq.solicited > 0, !solicitedOnly && cq.n > 0:
-			cq.ringMu.Unlock()
-			return nil
-		}
-		if cq.wake == nil {
-			cq.wake = make(chan struct{})
-		}
-		wake := cq.wake
-		cq.ringMu.Unlock()
-		if !kicked {
-			// The progress goroutine reads this CQ while we wait.
-			cq.dev.prog.kick()
-			kicked = true
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return cq.ring.Wait(ctx, solicitedOnly, cq.tryProgress, cq.dev.prog.kick)
+}
+
+// tryProgress reads libfabric's CQs once, unless someone else is.
+func (cq *CQ) tryProgress() {
+	if cq.pollMu.TryLock() {
+		cq.progressLocked()
+		cq.pollMu.Unlock()
 	}
-}
-
-func (cq *CQ) attachQP(qp *QP) {
-	cq.ringMu.Lock()
-	cq.qps[qp] = struct{}{}
-	cq.ringMu.Unlock()
-}
-
-func (cq *CQ) detachQP(qp *QP) {
-	cq.ringMu.Lock()
-	delete(cq.qps, qp)
-	cq.ringMu.Unlock()
 }
 
 // Close implements provider.CQ; the verbs layer has checked no QP uses it.
@@ -340,8 +232,5 @@ func (cq *CQ) release() {
 			f.close()
 		}
 	}
-	cq.ringMu.Lock()
-	cq.closed = true
-	cq.wakeLocked()
-	cq.ringMu.Unlock()
+	cq.ring.Close()
 }

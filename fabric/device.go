@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -89,10 +90,7 @@ type Device struct {
 
 	quirks quirks
 
-	events    chan provider.AsyncEvent
-	evMu      sync.Mutex
-	evClosed  bool
-	evDropped int
+	events devcore.Events
 }
 
 // quirks are provider bugs the device works around.
@@ -119,8 +117,8 @@ func openDevice(s Spec) (_ *Device, err error) {
 		spec: s, info: info,
 		pds: map[*PD]struct{}{}, cqs: map[*CQ]struct{}{}, listeners: map[*Listener]struct{}{},
 		allQPs: map[*QP]struct{}{}, eqTargets: map[uint64]eqTarget{},
-		events: make(chan provider.AsyncEvent, 256),
 	}
+	d.events.Init(256, "github.com/goverbs/goverbs/fabric")
 	d.keys.init()
 	defer func() {
 		if err != nil {
@@ -154,25 +152,10 @@ func openDevice(s Spec) (_ *Device, err error) {
 func (d *Device) Caps() provider.Caps { return d.caps }
 
 // Events implements provider.Device.
-func (d *Device) Events() <-chan provider.AsyncEvent { return d.events }
+func (d *Device) Events() <-chan provider.AsyncEvent { return d.events.Chan() }
 
 // event delivers an asynchronous event without blocking.
-func (d *Device) event(ev provider.AsyncEvent) {
-	d.evMu.Lock()
-	defer d.evMu.Unlock()
-	if d.evClosed {
-		return
-	}
-	if d.evDropped > 0 && ev.Err == nil {
-		ev.Err = fmt.Errorf("github.com/goverbs/goverbs/fabric: %d earlier asynchronous events were dropped", d.evDropped)
-	}
-	select {
-	case d.events <- ev:
-		d.evDropped = 0
-	default:
-		d.evDropped++
-	}
-}
+func (d *Device) event(ev provider.AsyncEvent) { d.events.Send(ev) }
 
 // Close implements provider.Device: every QP moves to ERR and is closed,
 // listeners stop, regions are deregistered, then the libfabric objects go.
@@ -206,10 +189,7 @@ func (d *Device) Close() error {
 		pd.release()
 	}
 	d.release()
-	d.evMu.Lock()
-	d.evClosed = true
-	close(d.events)
-	d.evMu.Unlock()
+	d.events.Close()
 	return nil
 }
 

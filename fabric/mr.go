@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -208,18 +209,13 @@ func (m *MR) register() error {
 	return nil
 }
 
-// checkAccess applies the registration rules of SEMANTICS 3 and what
-// libfabric cannot express.
+// checkRegistration applies the registration rules of SEMANTICS 3 and
+// what libfabric cannot express.
 func (d *Device) checkRegistration(buf []byte, access provider.Access) error {
+	if err := devcore.CheckRegistration(buf, access, &d.caps); err != nil {
+		return err
+	}
 	switch {
-	case !access.Valid():
-		return fmt.Errorf("%w: unknown access flags %#x", provider.ErrInvalidArgument, uint32(access))
-	case len(buf) == 0:
-		return fmt.Errorf("%w: a memory region cannot be empty", provider.ErrInvalidArgument)
-	case uint64(len(buf)) > d.caps.MaxMRSize:
-		return fmt.Errorf("%w: region of %d bytes exceeds max_mr_size %d", provider.ErrLimit, len(buf), d.caps.MaxMRSize)
-	case access&(provider.AccessRemoteWrite|provider.AccessRemoteAtomic) != 0 && !access.Has(provider.AccessLocalWrite):
-		return fmt.Errorf("%w: remote-write and remote-atomic require local-write", provider.ErrInvalidArgument)
 	case access&(provider.AccessFlushGlobal|provider.AccessFlushPersistent) != 0:
 		return fmt.Errorf("%w: %v: libfabric 1.x has no FLUSH operation and no flush right", provider.ErrInvalidArgument, access&(provider.AccessFlushGlobal|provider.AccessFlushPersistent))
 	case access.Has(provider.AccessMWBind):
@@ -237,21 +233,13 @@ func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, 
 	d := m.dev
 	t := &d.keys
 	t.mu.Lock()
-	pd, nbuf, nacc, nmem := m.pd, m.buf, m.access, m.mem
+	cur := devcore.Registration[*PD]{PD: m.pd, Buf: m.buf, Access: m.access, Mem: m.mem}
 	t.mu.Unlock()
-	if flags&provider.ReregPD != 0 {
-		p, ok := ppd.(*PD)
-		if !ok || p.dev != d {
-			return fmt.Errorf("%w: protection domain of another device", provider.ErrInvalidArgument)
-		}
-		pd = p
+	r, err := cur.Rereg(flags, ppd, buf, access, mem, d.ownPD)
+	if err != nil {
+		return err
 	}
-	if flags&provider.ReregTranslation != 0 {
-		nbuf, nmem = buf, mem
-	}
-	if flags&provider.ReregAccess != 0 {
-		nacc = access
-	}
+	pd, nbuf, nacc, nmem := r.PD, r.Buf, r.Access, r.Mem
 	if err := d.checkRegistration(nbuf, nacc); err != nil {
 		return err
 	}
@@ -283,7 +271,7 @@ func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, 
 		return fmt.Errorf("%w: posted work requests still reference the region", provider.ErrBusy)
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(nbuf)))
-	r, err := t.regLocked(pd, base, len(nbuf), nacc)
+	reg, err := t.regLocked(pd, base, len(nbuf), nacc)
 	if err != nil {
 		t.mu.Unlock()
 		undo()
@@ -293,7 +281,7 @@ func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, 
 	delete(t.lkeys, m.lkey)
 	t.space.Retire(m.lkey)
 	t.space.Retire(m.rkey)
-	m.pd, m.access, m.mr, m.desc, m.rkey = pd, nacc, r.mr, r.desc, r.rkey
+	m.pd, m.access, m.mr, m.desc, m.rkey = pd, nacc, reg.mr, reg.desc, reg.rkey
 	m.lkey = t.space.New()
 	t.lkeys[m.lkey] = m
 	if flags&provider.ReregTranslation != 0 {
@@ -308,6 +296,12 @@ func (m *MR) Reregister(flags provider.ReregFlags, ppd provider.PD, buf []byte, 
 	}
 	t.mu.Unlock()
 	return opErr("fi_close(mr)", _C_close(old))
+}
+
+// ownPD converts a PD argument to one of d's.
+func (d *Device) ownPD(p provider.PD) (*PD, bool) {
+	pd, ok := p.(*PD)
+	return pd, ok && pd.dev == d
 }
 
 func (m *MR) unpin() {

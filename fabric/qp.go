@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/internal/keyspace"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -75,15 +76,6 @@ type QP struct {
 	closed       bool
 }
 
-type wqeState uint8
-
-const (
-	wqeIdle      wqeState = iota // free slot, or discarded
-	wqePosted                    // queued in Go
-	wqeSubmitted                 // every part handed to libfabric
-	wqeDone                      // finished; its completion waits for earlier WQEs
-)
-
 // CreateQP implements provider.PD.
 func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	d := p.dev
@@ -93,13 +85,8 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 		return nil, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
 	}
 	c := init.Cap
-	switch {
-	case c.MaxSendWR < 1 || c.MaxSendWR > d.caps.MaxQPWR || c.MaxRecvWR > d.caps.MaxQPWR:
-		return nil, fmt.Errorf("%w: queue sizes send %d recv %d (1 to %d)", provider.ErrInvalidArgument, c.MaxSendWR, c.MaxRecvWR, d.caps.MaxQPWR)
-	case c.MaxSendSGE > d.caps.MaxSGE || c.MaxRecvSGE > d.caps.MaxSGE:
-		return nil, fmt.Errorf("%w: SGE limits send %d recv %d (at most %d)", provider.ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, d.caps.MaxSGE)
-	case c.MaxInlineData > d.caps.MaxInlineData:
-		return nil, fmt.Errorf("%w: inline data %d (at most %d)", provider.ErrInvalidArgument, c.MaxInlineData, d.caps.MaxInlineData)
+	if err := devcore.CheckQPCap(c, &d.caps); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	n, closed := len(d.allQPs), d.closed
@@ -126,8 +113,8 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	d.mu.Lock()
 	d.allQPs[qp] = struct{}{}
 	d.mu.Unlock()
-	scq.attachQP(qp)
-	rcq.attachQP(qp)
+	scq.ring.Attach(qp)
+	rcq.ring.Attach(qp)
 	return qp, nil
 }
 
@@ -211,10 +198,7 @@ func (qp *QP) Query() (provider.QPAttr, error) {
 	if qp.closed {
 		return provider.QPAttr{}, provider.ErrClosed
 	}
-	a := qp.attr
-	a.State, a.CurState = qp.state, qp.state
-	a.SQDraining = qp.state == provider.StateSQD && qp.sq.inflight > 0
-	return a, nil
+	return devcore.QueryAttr(qp.attr, qp.state, qp.sq.inflight > 0), nil
 }
 
 // Modify implements provider.QP. The transitions a connection manager
@@ -230,9 +214,10 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		return provider.ErrClosed
 	}
 	cur := qp.state
-	next, err := provider.CheckTransition(cur, attr, mask)
-	if err == nil {
-		err = qp.checkAttr(attr, mask)
+	next, err := devcore.CheckModify(cur, attr, mask, &qp.dev.caps)
+	if err == nil && mask&provider.AttrCap != 0 {
+		// A libfabric endpoint's queue sizes are fixed when it is created.
+		err = fmt.Errorf("%w: queue sizes cannot change", provider.ErrNotSupported)
 	}
 	if err == nil && next == provider.StateRTR {
 		err = fmt.Errorf("%w: a libfabric QP connects through Dial and Accept (fi_connect/fi_accept), not Modify", provider.ErrNotSupported)
@@ -251,7 +236,7 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.reset()
 		return nil
 	}
-	qp.applyAttrLocked(attr, mask)
+	devcore.ApplyAttr(&qp.attr, attr, mask)
 	qp.setStateLocked(next)
 	if next == provider.StateRTS {
 		qp.pumpLocked() // RTS from SQD resumes the send queue
@@ -261,46 +246,10 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	return nil
 }
 
-// checkAttr validates attribute values against the device; a libfabric
-// endpoint's queue sizes are fixed when it is created.
-func (qp *QP) checkAttr(a *provider.QPAttr, mask provider.AttrMask) error {
-	if err := provider.CheckQPAttr(a, mask, &qp.dev.caps); err != nil {
-		return err
-	}
-	if mask&provider.AttrCap != 0 {
-		return fmt.Errorf("%w: queue sizes cannot change", provider.ErrNotSupported)
-	}
-	return nil
-}
-
-// applyAttrLocked copies the attributes named by mask.
-// Precondition: qp.mu is held.
-func (qp *QP) applyAttrLocked(a *provider.QPAttr, mask provider.AttrMask) {
-	t := &qp.attr
-	set := func(bit provider.AttrMask, apply func()) {
-		if mask&bit != 0 {
-			apply()
-		}
-	}
-	set(provider.AttrAccessFlags, func() { t.Access = a.Access })
-	set(provider.AttrAV, func() { t.AV = a.AV })
-	set(provider.AttrPathMTU, func() { t.PathMTU = a.PathMTU })
-	set(provider.AttrTimeout, func() { t.Timeout = a.Timeout })
-	set(provider.AttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
-	set(provider.AttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
-	set(provider.AttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(provider.AttrSQPSN, func() { t.SQPSN = a.SQPSN })
-	set(provider.AttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
-	set(provider.AttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
-	set(provider.AttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(provider.AttrDestQPN, func() { t.DestQPN = a.DestQPN })
-	set(provider.AttrEnSQDAsyncNotify, func() { t.EnSQDAsyncNotify = a.EnSQDAsyncNotify })
-}
-
 // complete takes one libfabric completion of the QP: context slot i.
 func (qp *QP) complete(i uint32, e *cqEntry) {
 	qp.mu.Lock()
-	if n := uint32(2 * len(qp.sq.w)); i < n {
+	if n := uint32(2 * qp.sq.Depth()); i < n {
 		qp.sendCompletionLocked(i/2, e)
 	} else {
 		qp.recvCompletionLocked(i-n, e)

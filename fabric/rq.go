@@ -5,43 +5,37 @@ package fabric
 import (
 	"syscall"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
-// rwqe is a posted receive.
+// rwqe is a posted receive; wc is its completion once libfabric gave it
+// (unless the queue flushed it: e.Flushed).
 type rwqe struct {
+	e      devcore.Entry
 	id     uint64
 	sge    []sgeDesc
 	mrs    []*MR
 	preset provider.Status
-	state  wqeState
-	flush  bool
+	flush  bool // complete as flushed: the QP entered ERR meanwhile
 	wc     provider.WorkCompletion
 }
 
-func (w *rwqe) releaseRefs() {
-	for i, m := range w.mrs {
-		m.localRefs.Add(-1)
-		w.mrs[i] = nil
-	}
-	w.mrs = w.mrs[:0]
-}
+func (w *rwqe) Entry() *devcore.Entry { return &w.e }
+func (w *rwqe) Release()              { releaseMRs(&w.mrs) }
 
-// recvQueue: same indexing as sendQueue. Guarded by QP.mu.
+// recvQueue is the receive ring, indexed as the send ring. Guarded by
+// QP.mu.
 type recvQueue struct {
-	w                []rwqe
-	head, next, tail uint64
+	devcore.Ring[rwqe, *rwqe]
 }
 
 func (q *recvQueue) init(c provider.QPCap) {
-	q.w = make([]rwqe, c.MaxRecvWR)
-	for i := range q.w {
-		q.w[i].sge = make([]sgeDesc, 0, max(c.MaxRecvSGE, 1))
-		q.w[i].mrs = make([]*MR, 0, max(c.MaxRecvSGE, 1))
-	}
+	q.Init(int(c.MaxRecvWR), func(w *rwqe) {
+		w.sge = make([]sgeDesc, 0, max(c.MaxRecvSGE, 1))
+		w.mrs = make([]*MR, 0, max(c.MaxRecvSGE, 1))
+	})
 }
-
-func (q *recvQueue) slot(seq uint64) *rwqe { return &q.w[seq%uint64(len(q.w))] }
 
 // PostRecv implements provider.QP.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
@@ -74,8 +68,8 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 	q := &qp.rq
-	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(q.w),
-		Free: uint64(len(q.w)) - (q.head - q.tail), Cap: &qp.cap}
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: q.Depth(),
+		Free: q.Free(), Cap: &qp.cap}
 	return t.CheckRecvs(wrs)
 }
 
@@ -83,14 +77,15 @@ func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 // Precondition: qp.mu and keys.mu (read) are held; the queue has room.
 func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
 	q := &qp.rq
-	w := q.slot(q.head)
-	*w = rwqe{id: wr.ID, sge: w.sge[:0], mrs: w.mrs[:0], state: wqePosted}
+	w := q.Slot(q.Head)
+	*w = rwqe{id: wr.ID, sge: w.sge[:0], mrs: w.mrs[:0]}
+	w.e.Post(true) // every receive completes
 	keys := &qp.dev.keys
 	for _, s := range wr.SGL {
 		d, m, ok := keys.resolveLocked(qp.pd, s, true)
 		if !ok {
 			w.preset = provider.StatusLocProtErr
-			w.releaseRefs()
+			releaseMRs(&w.mrs)
 			w.sge = w.sge[:0]
 			break
 		}
@@ -98,7 +93,7 @@ func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
 		w.mrs = append(w.mrs, m)
 		w.sge = append(w.sge, d)
 	}
-	q.head++
+	q.Head++
 }
 
 // submitRecvsLocked hands posted receives to libfabric. A receive whose
@@ -115,10 +110,10 @@ func (qp *QP) submitRecvsLocked() {
 	case provider.StateReset, provider.StateErr:
 		return
 	}
-	base := 2 * len(qp.sq.w)
-	for q.next != q.head {
-		slot := int(q.next % uint64(len(q.w)))
-		w := &q.w[slot]
+	base := 2 * qp.sq.Depth()
+	for q.Next != q.Head {
+		slot := q.Index(q.Next)
+		w := q.Slot(q.Next)
 		d := qp.newDescLocked()
 		d.op, d.flags, d.ctx = cOpRecv, fiCompletion, qp.ctxAddr(base+slot)
 		d.nsge = uint32(copy(d.sge[:], w.sge))
@@ -129,28 +124,27 @@ func (qp *QP) submitRecvsLocked() {
 		}
 		if err != nil {
 			e, _ := err.(Errno)
-			w.state = wqeDone
+			w.e.Finish(provider.StatusLocQPOpErr, uint32(e))
 			w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusLocQPOpErr, Opcode: provider.WCRecv, VendorErr: uint32(e)}
-			q.next++
+			q.Next++
 			qp.enterErrLocked(0)
 			return
 		}
-		w.state = wqeSubmitted
-		q.next++
+		w.e.State = devcore.Started
+		q.Next++
 	}
 }
 
 // recvCompletionLocked takes the completion of receive slot i.
 // Precondition: qp.mu is held.
 func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
-	if int(i) >= len(qp.rq.w) {
+	if int(i) >= qp.rq.Depth() {
 		return
 	}
-	w := &qp.rq.w[i]
-	if w.state != wqeSubmitted {
+	w := qp.rq.Slot(uint64(i))
+	if w.e.State != devcore.Started {
 		return // discarded by a reset
 	}
-	w.state = wqeDone
 	wc := provider.WorkCompletion{WRID: w.id, Opcode: provider.WCRecv, QPN: qp.qpn}
 	switch {
 	case e.err != 0:
@@ -167,6 +161,7 @@ func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
 		wc.Status = provider.StatusWRFlushErr
 	}
 	w.wc = wc
+	w.e.Finish(wc.Status, wc.VendorErr)
 	if wc.Status != provider.StatusSuccess && qp.state != provider.StateErr {
 		qp.connectionLostLocked(wc.VendorErr)
 		qp.enterErrLocked(0)
@@ -208,55 +203,27 @@ func (qp *QP) decodeRecv(wc *provider.WorkCompletion, e *cqEntry) {
 
 // retireRecvsLocked delivers receive completions in order.
 // Precondition: qp.mu is held.
-func (qp *QP) retireRecvsLocked() {
-	q := &qp.rq
-	for q.tail != q.next {
-		w := q.slot(q.tail)
-		if w.state != wqeDone {
-			return
-		}
-		w.releaseRefs()
-		w.wc.QPN = qp.qpn
-		qp.rcq.push(&w.wc)
-		w.state = wqeIdle
-		q.tail++
+func (qp *QP) retireRecvsLocked() { qp.rq.Retire(qp.deliverRecv) }
+
+// deliverRecv pushes the completion of a retiring receive.
+// Precondition: qp.mu is held.
+func (qp *QP) deliverRecv(w *rwqe) {
+	wc := w.wc
+	if w.e.Flushed {
+		wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 	}
+	wc.QPN = qp.qpn
+	qp.rcq.push(&wc)
 }
 
 // markFlushLocked makes every receive in libfabric complete as flushed and
 // flushes the posted ones now.
 // Precondition: qp.mu is held.
 func (q *recvQueue) markFlushLocked() {
-	for s := q.tail; s != q.next; s++ {
-		if w := q.slot(s); w.state == wqeSubmitted {
+	for s := q.Tail; s != q.Next; s++ {
+		if w := q.Slot(s); w.e.State == devcore.Started {
 			w.flush = true
 		}
 	}
-	for ; q.next != q.head; q.next++ {
-		w := q.slot(q.next)
-		w.state = wqeDone
-		w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
-	}
-}
-
-// giveBackLocked flushes the receives libfabric did not give back.
-// Precondition: qp.mu is held; the endpoint is closed.
-func (q *recvQueue) giveBackLocked() {
-	for s := q.tail; s != q.next; s++ {
-		if w := q.slot(s); w.state == wqeSubmitted {
-			w.state = wqeDone
-			w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
-		}
-	}
-}
-
-// discardLocked drops every receive without a completion.
-// Precondition: qp.mu is held.
-func (q *recvQueue) discardLocked() {
-	for s := q.tail; s != q.head; s++ {
-		w := q.slot(s)
-		w.releaseRefs()
-		w.state = wqeIdle
-	}
-	q.tail, q.next = q.head, q.head
+	q.Flush()
 }

@@ -7,61 +7,68 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
-// swqe is a posted send work request.
+// swqe is a posted send work request. Its devcore.Entry holds the state
+// (Started: every part handed to libfabric), the status and the vendor
+// error.
 type swqe struct {
-	id       uint64
-	op       provider.Opcode
-	flags    provider.SendFlags
-	signaled bool
-	sge      []sgeDesc
-	mrs      []*MR // regions referenced until the WR completes
-	length   uint64
-	remote   provider.RemoteAddr
-	cmpAdd   uint64
-	swap     uint64
-	imm      uint32
-	preset   provider.Status // a failure found at post time
-	rr       bool            // counts against the ORD
-	write    bool            // an RDMA WRITE (for ordering gates)
+	e      devcore.Entry
+	id     uint64
+	op     provider.Opcode
+	flags  provider.SendFlags
+	sge    []sgeDesc
+	mrs    []*MR // regions referenced until the WR completes
+	length uint64
+	remote provider.RemoteAddr
+	cmpAdd uint64
+	swap   uint64
+	imm    uint32
+	preset provider.Status // a failure found at post time
+	rr     bool            // counts against the ORD
+	write  bool            // an RDMA WRITE (for ordering gates)
 
-	state   wqeState
 	parts   int8 // libfabric operations the WR needs (2: WRITE then SEND)
 	posted  int8 // parts handed to libfabric
 	pending int8 // parts handed over and not completed
-	status  provider.Status
-	vendor  uint32
 	flush   bool // complete as flushed: the QP entered ERR meanwhile
 }
 
-func (w *swqe) releaseRefs() {
-	for i, m := range w.mrs {
-		m.localRefs.Add(-1)
-		w.mrs[i] = nil
-	}
-	w.mrs = w.mrs[:0]
+func (w *swqe) Entry() *devcore.Entry { return &w.e }
+
+// Release drops the WR's references on its regions and forgets the parts
+// libfabric held: a late completion of a discarded WR is ignored.
+func (w *swqe) Release() {
+	releaseMRs(&w.mrs)
+	w.pending = 0
 }
 
-// sendQueue: [tail, next) handed to libfabric or done, [next, head)
-// posted. Guarded by QP.mu.
+// releaseMRs drops a WR's references on its regions.
+func releaseMRs(mrs *[]*MR) {
+	for i, m := range *mrs {
+		m.localRefs.Add(-1)
+		(*mrs)[i] = nil
+	}
+	*mrs = (*mrs)[:0]
+}
+
+// sendQueue is the send ring (devcore.Ring: [Tail, Next) handed to
+// libfabric or done, [Next, Head) posted) and the counts that gate what
+// may go next. Guarded by QP.mu.
 type sendQueue struct {
-	w                []swqe
-	head, next, tail uint64
-	inflight         int // WRs with parts in libfabric
-	rdOut, wrOut     int // of which READs/atomics, WRITEs
+	devcore.Ring[swqe, *swqe]
+	inflight     int // WRs with parts in libfabric
+	rdOut, wrOut int // of which READs/atomics, WRITEs
 }
 
 func (q *sendQueue) init(c provider.QPCap) {
-	q.w = make([]swqe, c.MaxSendWR)
-	for i := range q.w {
-		q.w[i].sge = make([]sgeDesc, 0, max(c.MaxSendSGE, 1))
-		q.w[i].mrs = make([]*MR, 0, max(c.MaxSendSGE, 1))
-	}
+	q.Init(int(c.MaxSendWR), func(w *swqe) {
+		w.sge = make([]sgeDesc, 0, max(c.MaxSendSGE, 1))
+		w.mrs = make([]*MR, 0, max(c.MaxSendSGE, 1))
+	})
 }
-
-func (q *sendQueue) slot(seq uint64) *swqe { return &q.w[seq%uint64(len(q.w))] }
 
 // Bits of the 64-bit remote CQ data where the provider carries 8 bytes:
 // the low 32 are the immediate.
@@ -110,8 +117,8 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 // Precondition: qp.mu is held.
 func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
 	q := &qp.sq
-	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(q.w),
-		Free: uint64(len(q.w)) - (q.head - q.tail), Cap: &qp.cap, Dev: &qp.dev.caps}
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: q.Depth(),
+		Free: q.Free(), Cap: &qp.cap, Dev: &qp.dev.caps}
 	return t.CheckSends(wrs, qp.checkFabricSendWR)
 }
 
@@ -134,14 +141,15 @@ func (qp *QP) checkFabricSendWR(wr *provider.SendWR) error {
 // Precondition: qp.mu and keys.mu (read) are held; the queue has room.
 func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 	q := &qp.sq
-	slot := q.head % uint64(len(q.w))
-	w := &q.w[slot]
+	slot := q.Index(q.Head)
+	w := q.Slot(q.Head)
 	*w = swqe{
-		id: wr.ID, op: wr.Opcode, flags: wr.Flags, signaled: qp.sigAll || wr.Flags&provider.SendSignaled != 0,
+		id: wr.ID, op: wr.Opcode, flags: wr.Flags,
 		sge: w.sge[:0], mrs: w.mrs[:0], remote: wr.Remote, cmpAdd: wr.CompareAdd, swap: wr.Swap, imm: wr.Imm,
 		rr: wr.Opcode.UsesResponderResources(), write: wr.Opcode == provider.OpWrite || wr.Opcode == provider.OpWriteWithImm,
-		state: wqePosted, parts: 1,
+		parts: 1,
 	}
+	w.e.Post(qp.sigAll || wr.Flags&provider.SendSignaled != 0)
 	if wr.Opcode == provider.OpWriteWithImm && qp.composedWriteImm() {
 		w.parts = 2
 	}
@@ -153,7 +161,7 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 		d, m, ok := keys.resolveLocked(qp.pd, s, sink)
 		if !ok {
 			w.preset = provider.StatusLocProtErr
-			w.releaseRefs()
+			releaseMRs(&w.mrs)
 			w.sge = w.sge[:0]
 			break
 		}
@@ -177,7 +185,7 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 		// providers do not check: refused here, as the responder would.
 		w.preset = provider.StatusRemAccessErr
 	}
-	q.head++
+	q.Head++
 }
 
 // bytes returns the region memory an SGE resolved to.
@@ -195,8 +203,8 @@ func (m *MR) bytes(d sgeDesc) []byte {
 func (qp *QP) pumpLocked() {
 	q := &qp.sq
 	f := &qp.dev.feat
-	for qp.state == provider.StateRTS && qp.ep != 0 && q.next != q.head {
-		w := q.slot(q.next)
+	for qp.state == provider.StateRTS && qp.ep != 0 && q.Next != q.Head {
+		w := q.Slot(q.Next)
 		if w.posted == 0 {
 			switch {
 			case w.preset != provider.StatusSuccess:
@@ -219,7 +227,7 @@ func (qp *QP) pumpLocked() {
 			}
 		}
 		for w.posted < w.parts {
-			err := qp.postPartLocked(q.next, w, int(w.posted))
+			err := qp.postPartLocked(q.Next, w, int(w.posted))
 			if err == Errno(syscall.EAGAIN) {
 				qp.stallLocked()
 				return
@@ -230,7 +238,7 @@ func (qp *QP) pumpLocked() {
 					qp.finishLocalLocked(w, provider.StatusLocQPOpErr, uint32(e))
 					return
 				}
-				w.status, w.vendor = provider.StatusLocQPOpErr, uint32(e)
+				w.e.Status, w.e.Vendor = provider.StatusLocQPOpErr, uint32(e)
 				break
 			}
 			if w.posted == 0 {
@@ -245,10 +253,10 @@ func (qp *QP) pumpLocked() {
 			w.posted++
 			w.pending++
 		}
-		w.state = wqeSubmitted
-		q.next++
-		if w.status != provider.StatusSuccess {
-			qp.enterErrLocked(q.next)
+		w.e.State = devcore.Started
+		q.Next++
+		if w.e.Status != provider.StatusSuccess {
+			qp.enterErrLocked(q.Next)
 			return
 		}
 	}
@@ -256,18 +264,18 @@ func (qp *QP) pumpLocked() {
 
 // finishLocalLocked completes the next WR without handing it to libfabric,
 // with a failure: the QP moves to ERR.
-// Precondition: qp.mu is held and w is at sq.next.
+// Precondition: qp.mu is held and w is at sq.Next.
 func (qp *QP) finishLocalLocked(w *swqe, st provider.Status, vendor uint32) {
-	w.state, w.status, w.vendor = wqeDone, st, vendor
-	qp.sq.next++
-	qp.enterErrLocked(qp.sq.next)
+	w.e.Finish(st, vendor)
+	qp.sq.Next++
+	qp.enterErrLocked(qp.sq.Next)
 }
 
 // postPartLocked hands part p of the WR at seq to libfabric.
 // Precondition: qp.mu is held.
 func (qp *QP) postPartLocked(seq uint64, w *swqe, p int) error {
 	f := &qp.dev.feat
-	slot := int(seq % uint64(len(qp.sq.w)))
+	slot := qp.sq.Index(seq)
 	d := qp.newDescLocked()
 	d.ctx = qp.ctxAddr(2*slot + p)
 	d.flags = fiCompletion
@@ -341,32 +349,27 @@ func (qp *QP) postPartLocked(seq uint64, w *swqe, p int) error {
 // Precondition: qp.mu is held.
 func (qp *QP) sendCompletionLocked(i uint32, e *cqEntry) {
 	q := &qp.sq
-	w := &q.w[i]
+	seq := q.SeqOf(int(i))
+	w := q.Slot(seq)
 	if w.pending == 0 {
 		return // discarded by a reset, or not ours any more
 	}
 	w.pending--
-	if e.err != 0 && w.status == provider.StatusSuccess {
-		w.status, w.vendor = completionStatus(Errno(e.err), false), uint32(e.err)
+	if e.err != 0 && w.e.Status == provider.StatusSuccess {
+		w.e.Status, w.e.Vendor = completionStatus(Errno(e.err), false), uint32(e.err)
 	}
-	if w.pending > 0 || w.state != wqeSubmitted {
+	if w.pending > 0 || w.e.State != devcore.Started {
 		return
 	}
-	qp.finishSendLocked(w, q.seqOf(i))
+	qp.finishSendLocked(w, seq)
 	qp.pumpLocked()
-}
-
-// seqOf returns the sequence number of the in-flight WR in slot i.
-func (q *sendQueue) seqOf(i uint32) uint64 {
-	n := uint64(len(q.w))
-	return q.tail + (uint64(i)+n-q.tail%n)%n
 }
 
 // finishSendLocked records that libfabric is done with w, at seq.
 // Precondition: qp.mu is held.
 func (qp *QP) finishSendLocked(w *swqe, seq uint64) {
 	q := &qp.sq
-	w.state = wqeDone
+	w.e.State = devcore.Done
 	q.inflight--
 	if w.rr {
 		q.rdOut--
@@ -375,16 +378,16 @@ func (qp *QP) finishSendLocked(w *swqe, seq uint64) {
 		q.wrOut--
 	}
 	switch {
-	case w.flush && (w.status == provider.StatusSuccess || connectionLevel(Errno(w.vendor))):
+	case w.flush && (w.e.Status == provider.StatusSuccess || connectionLevel(Errno(w.e.Vendor))):
 		// The QP entered ERR while the WR was in libfabric: it is
 		// flushed, unless libfabric reports an error of its own (the
 		// detail stays in VendorErr).
-		w.status = provider.StatusWRFlushErr
-	case w.status != provider.StatusSuccess && qp.state != provider.StateErr:
-		if connectionLevel(Errno(w.vendor)) {
+		w.e.Status = provider.StatusWRFlushErr
+	case w.e.Status != provider.StatusSuccess && qp.state != provider.StateErr:
+		if connectionLevel(Errno(w.e.Vendor)) {
 			// Not this WR's fault: the connection went, and with it
 			// every WR outstanding, whatever order libfabric tells.
-			qp.connectionLostLocked(w.vendor)
+			qp.connectionLostLocked(w.e.Vendor)
 			qp.enterErrLocked(0)
 		} else {
 			qp.enterErrLocked(seq + 1)
@@ -398,30 +401,22 @@ func (qp *QP) finishSendLocked(w *swqe, seq uint64) {
 
 // retireSendsLocked delivers send completions in posting order.
 // Precondition: qp.mu is held.
-func (qp *QP) retireSendsLocked() {
-	q := &qp.sq
-	for q.tail != q.next {
-		w := q.slot(q.tail)
-		if w.state != wqeDone {
-			return
+func (qp *QP) retireSendsLocked() { qp.sq.Retire(qp.deliverSend) }
+
+// deliverSend pushes the completion of a retiring send WR.
+// Precondition: qp.mu is held.
+func (qp *QP) deliverSend(w *swqe) {
+	wc := provider.WorkCompletion{WRID: w.id, Status: w.e.Status, Opcode: w.op.CompletionOpcode(),
+		QPN: qp.qpn, VendorErr: w.e.Vendor}
+	if w.e.Status == provider.StatusSuccess {
+		switch {
+		case w.op == provider.OpRead:
+			wc.ByteLen = uint32(w.length)
+		case w.op.IsAtomic():
+			wc.ByteLen = 8
 		}
-		w.releaseRefs()
-		if w.signaled || w.status != provider.StatusSuccess {
-			wc := provider.WorkCompletion{WRID: w.id, Status: w.status, Opcode: w.op.CompletionOpcode(),
-				QPN: qp.qpn, VendorErr: w.vendor}
-			if w.status == provider.StatusSuccess {
-				switch {
-				case w.op == provider.OpRead:
-					wc.ByteLen = uint32(w.length)
-				case w.op.IsAtomic():
-					wc.ByteLen = 8
-				}
-			}
-			qp.scq.push(&wc)
-		}
-		w.state = wqeIdle
-		q.tail++
 	}
+	qp.scq.push(&wc)
 }
 
 // markFlushLocked makes the WRs still in libfabric from sequence number
@@ -429,33 +424,30 @@ func (qp *QP) retireSendsLocked() {
 // complete as libfabric says), and flushes the posted ones now.
 // Precondition: qp.mu is held.
 func (q *sendQueue) markFlushLocked(from uint64) {
-	for s := q.tail; s != q.head; s++ {
-		w := q.slot(s)
+	for s := q.Tail; s != q.Next; s++ {
+		w := q.Slot(s)
 		switch {
-		case w.state == wqeDone && s >= from && w.status == provider.StatusSuccess:
+		case w.e.State == devcore.Done && s >= from && w.e.Status == provider.StatusSuccess:
 			// Done after the failed WR but not yet delivered (an earlier
 			// one was still out): outstanding for verbs, so flushed.
-			w.status = provider.StatusWRFlushErr
-		case w.state == wqeSubmitted:
+			w.e.Status = provider.StatusWRFlushErr
+		case w.e.State == devcore.Started:
 			w.flush = w.flush || s >= from
-		case w.state == wqePosted && w.posted > 0:
-			// Partly handed over: the rest never goes.
-			w.flush, w.state = true, wqeSubmitted
-			q.next = s + 1
-		case w.state == wqePosted:
-			w.state, w.status = wqeDone, provider.StatusWRFlushErr
-			if s == q.next {
-				q.next++
-			}
 		}
 	}
+	if w := q.Slot(q.Next); q.Next != q.Head && w.posted > 0 {
+		// Partly handed over: the rest never goes.
+		w.flush, w.e.State = true, devcore.Started
+		q.Next++
+	}
+	q.Flush()
 }
 
 // inflightBefore reports whether a WR before sequence number end is still
 // in libfabric.
 func (q *sendQueue) inflightBefore(end uint64) bool {
-	for s := q.tail; s != q.next && s < end; s++ {
-		if w := q.slot(s); w.state == wqeSubmitted && !w.flush {
+	for s := q.Tail; s != q.Next && s < end; s++ {
+		if w := q.Slot(s); w.e.State == devcore.Started && !w.flush {
 			return true
 		}
 	}
@@ -466,23 +458,13 @@ func (q *sendQueue) inflightBefore(end uint64) bool {
 // back before its endpoint closed.
 // Precondition: qp.mu is held; the endpoint is closed.
 func (q *sendQueue) giveBackLocked() {
-	for s := q.tail; s != q.next; s++ {
-		if w := q.slot(s); w.state == wqeSubmitted {
-			w.pending = 0
-			w.state, w.status = wqeDone, provider.StatusWRFlushErr
-		}
-	}
+	q.GiveBack()
 	q.inflight, q.rdOut, q.wrOut = 0, 0, 0
 }
 
 // discardLocked drops every WR without a completion.
 // Precondition: qp.mu is held.
 func (q *sendQueue) discardLocked() {
-	for s := q.tail; s != q.head; s++ {
-		w := q.slot(s)
-		w.releaseRefs()
-		w.state, w.pending, w.posted = wqeIdle, 0, 0
-	}
-	q.tail, q.next = q.head, q.head
+	q.Discard()
 	q.inflight, q.rdOut, q.wrOut = 0, 0, 0
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -121,10 +122,10 @@ func (qp *QP) maybeTeardown() {
 	qp.mu.Lock()
 	if qp.state == provider.StateReset {
 		qp.sq.discardLocked()
-		qp.rq.discardLocked()
+		qp.rq.Discard()
 	} else {
 		qp.sq.giveBackLocked()
-		qp.rq.giveBackLocked()
+		qp.rq.GiveBack()
 		qp.retireSendsLocked()
 		qp.retireRecvsLocked()
 	}
@@ -142,12 +143,12 @@ func (qp *QP) reset() {
 		qp.needTeardown = true
 	}
 	qp.sq.discardLocked()
-	qp.rq.discardLocked()
+	qp.rq.Discard()
 	qp.mu.Unlock()
 	qp.maybeTeardown()
 	qp.mu.Lock()
 	qp.sq.discardLocked()
-	qp.rq.discardLocked()
+	qp.rq.Discard()
 	qp.resetAttrLocked()
 	qp.mu.Unlock()
 }
@@ -156,15 +157,11 @@ func (qp *QP) reset() {
 // sees FI_SHUTDOWN) and the QP moves to ERR.
 func (qp *QP) Disconnect() error {
 	qp.mu.Lock()
-	switch {
-	case qp.closed:
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	case qp.ep == 0 && qp.state != provider.StateErr:
-		qp.mu.Unlock()
-		return fmt.Errorf("%w: QP is not connected", provider.ErrInvalidState)
-	}
+	err := devcore.CheckDisconnect(qp.closed, qp.ep != 0 || qp.state == provider.StateErr)
 	qp.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	qp.fail(0, nil)
 	return nil
 }
@@ -182,12 +179,12 @@ func (qp *QP) Close() error {
 	qp.fail(0, nil)
 	qp.mu.Lock()
 	qp.sq.discardLocked()
-	qp.rq.discardLocked()
+	qp.rq.Discard()
 	qp.mu.Unlock()
 	d := qp.dev
 	d.prog.unstall(qp)
-	qp.scq.detachQP(qp)
-	qp.rcq.detachQP(qp)
+	qp.scq.ring.Detach(qp)
+	qp.rcq.ring.Detach(qp)
 	qp.freeResources()
 	d.mu.Lock()
 	delete(d.allQPs, qp)
