@@ -99,13 +99,40 @@
 // code); earlier WRs completed, later ones flush. Asynchronous events carry
 // a *TerminateError.
 //
-// A disconnect (QP.Disconnect, Close, an application moving the QP to ERR)
-// ends the stream after the FPDU in progress with a FIN; the peer's QP moves
-// to ERR with EventPeerDisconnected. A peer that closes, resets or dies
-// does the same to ours; a peer that vanishes silently is found by TCP
-// keepalives and TCP_USER_TIMEOUT (30 s). Every outstanding WR completes:
-// the first one the peer never confirmed with StatusRetryExcErr when the
-// peer was lost, the rest with StatusWRFlushErr.
+// A disconnect (QP.Disconnect, Close, Device.Close, an application moving
+// the QP to ERR) ends the stream after the FPDU in progress with a FIN; the
+// peer's QP moves to ERR with EventPeerDisconnected. A peer that closes,
+// resets or dies does the same to ours; a peer that vanishes silently is
+// found by TCP keepalives and TCP_USER_TIMEOUT (30 s). Every outstanding WR
+// completes: the first one the peer never confirmed with StatusRetryExcErr
+// when the peer was lost, the rest with StatusWRFlushErr.
+//
+// What the responder placed completes with SUCCESS at the requester
+// however the responder's QP ends (SEMANTICS 16a), between goverbs peers:
+// before its FIN the ending side finishes the batch in flight, waits until
+// its receive goroutine stopped, sends every answer it still owed (READ
+// responses, executed atomics) and then a Final notice saying how many
+// bytes of the peer's stream it wholly handled; the peer completes every
+// WRITE and SEND that ends within them, although their probe is never
+// answered, and flushes the rest (StatusWRFlushErr). Close and
+// Device.Close wait for the notice to be written (at most 250 ms against
+// a peer that does not read), then close the socket without lingering,
+// discarding unread bytes first so that the close is a FIN, not a reset.
+// No notice follows a Terminate, either way, or a lost connection.
+//
+// A process that exits without closing its QPs or device sends no notice:
+// Go runs no finalizers and no engine code at exit, and the kernel closes
+// the socket, with a reset if bytes were unread (a probe) and a FIN if
+// not. Neither proves anything was placed: a FIN shows only that every
+// byte was read out of the socket, and the receive goroutine reads ahead
+// into its buffer before it parses and places, so a process may exit
+// between reading a message and placing it and still send a FIN (TCP's
+// acknowledgements say even less: that the kernel got the bytes). A WR
+// whose probe was not answered when the peer's process exited therefore
+// completes with StatusRetryExcErr (or StatusWRFlushErr after the first)
+// although the peer may have placed it. A responder that must not leave
+// its peer unsure closes its QP or device (or calls QP.Disconnect) before
+// it exits.
 //
 // # Connection management
 //
@@ -158,6 +185,13 @@
 //   - FLUSH (0xC) and ATOMIC WRITE (0xD): private RDMAP opcodes on QN 1,
 //     answered by an RFC 7306 Atomic Response; see wireext.go for the
 //     layout. No RFC defines them for iWARP yet.
+//   - The Final notice (capability bit 0x20): private RDMAP opcode 0xC on
+//     QN 2 (the Terminate queue; FLUSH's opcode, told apart by the queue),
+//     one segment whose 8-byte header is the count, big-endian, of bytes of
+//     the receiver's stream (every FPDU after the MPA exchange, framing,
+//     pad and CRC included) that the sender wholly handled in order; sent
+//     once, as the last FPDU before a graceful FIN, after every owed
+//     response. See "Errors and Terminate" and wireext.go.
 //
 // Against a peer that did not announce an extension (Linux siw never
 // does), a WR that needs it completes with StatusLocQPOpErr, VendorErr

@@ -68,6 +68,9 @@ type endpoint struct {
 	stopped    atomic.Bool
 	stopCh     chan struct{} // closed when the endpoint starts to stop
 	connLost   atomic.Bool   // the stream failed under us (peer gone)
+	abrupt     atomic.Bool   // the peer's Terminate or a failed write ends the stream: no Final notice
+	peerEnded  atomic.Bool   // the peer's Final notice arrived: it ended the stream on purpose
+	rxQuiet    chan struct{} // closed when the receive goroutine stopped handling the stream
 	detached   atomic.Bool
 	txDone     chan struct{} // closed when the send engine let go of every WQE and target
 	finished   chan struct{} // closed when the receive goroutine ended
@@ -100,6 +103,7 @@ func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
 		stopCh:   make(chan struct{}),
 		txDone:   make(chan struct{}),
 		finished: make(chan struct{}),
+		rxQuiet:  make(chan struct{}),
 	}
 	e.raw = newRawSock(p.conn, cfg.busyPoll)
 	e.maxULPDU = ulpduLimit(cfg.fpduSize, pathMSS(p.conn))
@@ -168,16 +172,20 @@ func (e *endpoint) Errored() { e.stop() }
 func (e *endpoint) Disconnect() { e.stop() }
 
 // Detach stops the engine and waits until no goroutine of it runs; the
-// connection is closed at once, without lingering.
+// connection is closed without lingering: at once, or, when the stream
+// ends with a Final notice, as soon as the notice is written (within
+// termGrace), so that the peer learns what this side placed.
 func (e *endpoint) Detach() {
 	e.life.Lock()
 	e.detached.Store(true)
 	started := e.started
 	e.life.Unlock()
 	e.stop()
-	e.conn.Close()
+	if !started || !e.finalWanted() {
+		e.conn.Close()
+	}
 	if started {
-		<-e.finished
+		<-e.finished // the receive goroutine closes the connection
 	}
 	e.probeTimer.Stop()
 	e.link.track(e, false)
@@ -230,7 +238,7 @@ func (e *endpoint) retire() {
 // halves stopped: every open WR of the window, and a receive half filled.
 func (e *endpoint) finalize() {
 	first := provider.StatusWRFlushErr
-	if e.connLost.Load() {
+	if e.connLost.Load() && !e.peerEnded.Load() {
 		first = provider.StatusRetryExcErr
 	}
 	e.fl.mu.Lock()

@@ -45,6 +45,10 @@ type flightEnt struct {
 	sinkTO     uint64
 	got        uint64 // READ response bytes placed so far
 	reqID      uint32 // Atomic/FLUSH/ATOMIC WRITE request ID
+	// end is the offset in this side's stream just past the message's
+	// last FPDU, set when the batch holding it is built (0 before): a
+	// peer's Final notice confirms the plain messages it covers.
+	end uint64
 }
 
 // flight is the requester's window: every message between QP.NextSend and
@@ -129,6 +133,25 @@ func (f *flight) confirmLocked(pos uint64) {
 	for p := f.tail; p < pos; p++ {
 		e := f.at(p)
 		if e.kind == kindPlain && !e.done {
+			e.done, e.st = true, provider.StatusSuccess
+			f.unconf--
+			if e.signal {
+				f.unconfSig--
+			}
+		}
+	}
+}
+
+// confirmPlacedLocked marks done with success every plain entry whose
+// last FPDU ends within the first placed bytes of the stream: the peer's
+// Final notice says it handled those, in order. Requests stay open: the
+// peer sent every answer it owed before the notice, so one still awaited
+// was not executed.
+// Precondition: f.mu is held.
+func (f *flight) confirmPlacedLocked(placed uint64) {
+	for p := f.tail; p < f.head; p++ {
+		e := f.at(p)
+		if e.kind == kindPlain && !e.done && e.end != 0 && e.end <= placed {
 			e.done, e.st = true, provider.StatusSuccess
 			f.unconf--
 			if e.signal {

@@ -56,6 +56,11 @@ type rxState struct {
 
 	wrBytes, lastWrite uint64 // WRITE message bytes, for WRITE_WITH_IMM's byte_len
 	timer              *time.Timer
+
+	// handled is how many bytes of the peer's stream were wholly handled
+	// (whole FPDUs, in order): the Final notice reports it. The send
+	// goroutine reads it once rxQuiet is closed.
+	handled uint64
 }
 
 func (x *rxState) init() {
@@ -81,6 +86,7 @@ func (e *endpoint) rxLoop() {
 		}
 		e.failConn(err)
 	}
+	close(e.rxQuiet)
 	e.stop()
 	<-e.txDone
 	e.finalize()
@@ -110,9 +116,14 @@ func (e *endpoint) rxRun() error {
 }
 
 // linger waits for the peer's FIN, discarding what it still sends, so that
-// closing does not reset the connection under a Terminate in flight.
+// closing does not reset the connection under a Terminate in flight. A
+// detached endpoint does not wait, but discards what has arrived already
+// (a probe we will not answer, say): closing a socket with unread bytes
+// resets the connection instead of ending it after our last FPDU.
 func (e *endpoint) linger() {
-	if !e.detached.Load() {
+	if e.detached.Load() {
+		e.discardReadable()
+	} else {
 		e.conn.SetReadDeadline(time.Now().Add(lingerTime))
 		for {
 			if _, err := e.conn.Read(e.rx.b); err != nil {
@@ -121,6 +132,23 @@ func (e *endpoint) linger() {
 		}
 	}
 	e.conn.Close()
+}
+
+// discardReadable reads and drops what the socket holds, without
+// waiting; bounded, as the peer may keep sending.
+func (e *endpoint) discardReadable() {
+	if e.raw == nil || e.conn.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	x := &e.rx
+	for range 16 {
+		x.iov = append(x.iov[:0], x.b)
+		n, err := e.raw.readv(x.iov, false)
+		x.iov[0] = nil
+		if err != nil || n == 0 {
+			return
+		}
+	}
 }
 
 // readSock reads what is available into p, waiting for at least a byte.
@@ -182,6 +210,9 @@ func (e *endpoint) rxFPDU() error {
 		err = e.rxStream(L)
 	}
 	x.mid = false
+	if err == nil {
+		x.handled += uint64(flen)
+	}
 	return err
 }
 
@@ -253,6 +284,10 @@ func (e *endpoint) saveHdr(u []byte) {
 // checkHeader validates the headers at the start of u, the goverbs private
 // opcodes included, and returns the opcode and header length.
 func (e *endpoint) checkHeader(u []byte) (iw.Opcode, int, error) {
+	if isFinal(u) {
+		n, err := checkFinal(u, e.ext)
+		return opFinal, n, err
+	}
 	if len(u) >= 2 {
 		op := iw.RDMAPControl(u[1]).Opcode()
 		if _, _, private := privateHeaderLen(op); private {

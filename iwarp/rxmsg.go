@@ -32,6 +32,9 @@ func (e *endpoint) rxMessage(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c) 
 			Code: iw.CodeDDPUntaggedInvalidMO}, "%v: MO %d, L %t", op, h.MO(), h.Control().Last()))
 	}
 	rdmap := hdr[iw.DDPUntaggedHeaderSize:]
+	if h.QN() == iw.QNTerminate && op == opFinal {
+		return e.rxFinal(rdmap)
+	}
 	switch op {
 	case iw.OpReadRequest:
 		return e.rxReadReq(h, iw.ReadRequest(rdmap))

@@ -1,6 +1,9 @@
 package iwarp
 
 import (
+	"encoding/binary"
+	"errors"
+
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -158,6 +161,7 @@ func requesterOp(op iw.Opcode) bool {
 // carrying a *TerminateError.
 func (e *endpoint) rxTerminate(b []byte) error {
 	e.ctr.termRecv.Add(1)
+	e.abrupt.Store(true)
 	tm, err := iw.ParseTerminate(b)
 	if err != nil {
 		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
@@ -188,6 +192,24 @@ func (e *endpoint) rxTerminate(b []byte) error {
 	e.stop()
 	return errStopped
 }
+
+// rxFinal handles the peer's Final notice (featureFinal): the peer ends
+// the stream on purpose, after every answer it owed, having handled the
+// first placed bytes of ours. The WRITEs and SENDs those cover complete
+// with SUCCESS now; the QP moves to ERR as for a FIN, and the rest flush.
+func (e *endpoint) rxFinal(b []byte) error {
+	placed := binary.BigEndian.Uint64(b)
+	e.fl.mu.Lock()
+	e.fl.confirmPlacedLocked(placed)
+	e.fl.mu.Unlock()
+	e.peerEnded.Store(true)
+	e.retire()
+	e.failConn(errPeerEnded)
+	return errStopped
+}
+
+// errPeerEnded is the cause of the disconnect a Final notice announces.
+var errPeerEnded = errors.New("the peer ended the connection")
 
 // violation answers a protocol violation by the peer: the Terminate of err
 // goes out (after the FPDU in progress), the QP moves to ERR with the

@@ -54,6 +54,7 @@ type tx struct {
 	lastSignaled bool   // the last finished message was a signalled plain WR
 	sinceProbe   uint64 // bytes of plain messages sent since the last probe
 	localFail    bool   // a WR failed locally during this build
+	streamOff    uint64 // bytes of this side's stream in batches wholly written
 }
 
 func (t *tx) init(initiator bool) {
@@ -76,7 +77,14 @@ type batch struct {
 	sentMark uint64 // flight entries below are wholly in this batch or earlier
 	hasSent  bool
 	jobsDone int // responder jobs whose last FPDU is in the batch
+	// The flight entries whose last FPDU is in the batch, with the
+	// stream offset just past it (see flightEnt.end).
+	msgEnds [maxSlots]msgEnd
+	nends   int
 }
+
+// msgEnd is where a flight entry's message ends in the stream.
+type msgEnd struct{ pos, end uint64 }
 
 func (b *batch) room() bool {
 	return b.nslot < maxSlots && len(b.bufs)+maxPieces <= cap(b.bufs) && b.bytes < batchBytes
@@ -105,7 +113,7 @@ func (b *batch) consume(n int) {
 func (b *batch) reset() {
 	clear(b.bufs)
 	b.bufs, b.rem = b.bufs[:0], nil
-	b.nslot, b.bytes, b.fpdus, b.written, b.jobsDone = 0, 0, 0, 0, 0
+	b.nslot, b.bytes, b.fpdus, b.written, b.jobsDone, b.nends = 0, 0, 0, 0, 0, 0
 	b.hasSent = false
 }
 
@@ -190,6 +198,7 @@ func (e *endpoint) drain(block bool, budget int) (more bool) {
 			case err == errWouldBlock:
 				return true
 			case err != nil:
+				e.abrupt.Store(true)
 				e.failConn(err)
 				e.txStop()
 				return false
@@ -199,6 +208,12 @@ func (e *endpoint) drain(block bool, budget int) (more bool) {
 			e.batchDone()
 		}
 		if e.stopped.Load() {
+			if !block && e.finalWanted() {
+				// Ending with a Final notice waits for the receive
+				// goroutine: the send goroutine does it.
+				e.wakeTx()
+				return false
+			}
 			e.txStop()
 			return false
 		}
@@ -237,6 +252,7 @@ func (e *endpoint) batchDone() {
 	b := &e.tx.b
 	e.ctr.txFPDUs.Add(uint64(b.fpdus))
 	e.ctr.txBytes.Add(uint64(b.bytes))
+	e.tx.streamOff += uint64(b.bytes)
 	sent := b.hasSent
 	if sent {
 		e.fl.mu.Lock()
@@ -276,6 +292,15 @@ func (e *endpoint) build() bool {
 	if len(b.bufs) == 0 {
 		return false
 	}
+	if b.nends > 0 {
+		// Booked before the write: the peer may handle the batch, and
+		// send a Final notice counting it, before the write returns.
+		e.fl.mu.Lock()
+		for _, m := range b.msgEnds[:b.nends] {
+			e.fl.at(m.pos).end = m.end
+		}
+		e.fl.mu.Unlock()
+	}
 	b.rem = b.bufs
 	return true
 }
@@ -309,10 +334,11 @@ func (e *endpoint) txStop() {
 		return
 	}
 	t.stopped = true
-	if e.termPending.Load() && e.finishFPDU() {
-		if _, err := e.writeSock([][]byte{e.termBuf[:e.termLen]}, true); err == nil {
-			e.ctr.termSent.Add(1)
-		}
+	switch {
+	case e.finalWanted():
+		e.endGracefully()
+	case e.termPending.Load() && e.finishFPDU():
+		e.sendTerm()
 	}
 	t.b.reset()
 	t.cur = txMsg{}
@@ -327,6 +353,95 @@ func (e *endpoint) txStop() {
 		cw.CloseWrite()
 	}
 	close(e.txDone)
+}
+
+// sendTerm writes the pending Terminate.
+// Precondition: e.tx.mu is held and the stream is at an FPDU boundary.
+func (e *endpoint) sendTerm() {
+	if _, err := e.writeSock([][]byte{e.termBuf[:e.termLen]}, true); err == nil {
+		e.ctr.termSent.Add(1)
+	}
+}
+
+// finalWanted reports whether this side's stream is to end with a Final
+// notice: the peer announced featureFinal, the stream is open (RTR sent,
+// the responder's gate open), and the connection ends for a reason of
+// this side's own, not a Terminate either way nor a lost peer.
+func (e *endpoint) finalWanted() bool {
+	return e.ext&featureFinal != 0 && e.gateOpen.Load() && !e.termPending.Load() &&
+		!e.connLost.Load() && !e.abrupt.Load()
+}
+
+// endGracefully ends the stream so that the peer learns what this side
+// placed (SEMANTICS 16a): the batch in flight goes out whole, then, once
+// the receive goroutine stopped handling the peer's stream, every answer
+// still owed (a READ's response, an executed atomic's), then the Final
+// notice with the count of the peer's bytes handled. A requester confirms
+// with it the WRITEs and SENDs whose probe this side will never answer.
+// Every write is bounded by the deadline stop set; one that fails leaves
+// the notice out, and the peer's WRs that it does not cover flush.
+// Precondition: e.tx.mu is held, on the send goroutine.
+func (e *endpoint) endGracefully() {
+	t := &e.tx
+	b := &t.b
+	if !e.writeBatch() {
+		return
+	}
+	// The count is final, and no answer is pushed any more, once the
+	// receive goroutine is out of its loop (the read deadline stop set
+	// and stopCh make that prompt). The channel orders rx.handled.
+	<-e.rxQuiet
+	if e.termPending.Load() {
+		// The last FPDU the receive goroutine handled was a violation.
+		e.sendTerm()
+		return
+	}
+	if t.cur.active && !t.cur.job {
+		t.cur = txMsg{} // a WR of ours is cut short; the peer flushes its receive
+	}
+	for {
+		for b.room() {
+			if !t.cur.active {
+				j := e.rq.next()
+				if j == nil {
+					break
+				}
+				e.startJob(&t.cur, j)
+			}
+			if !e.emit(&t.cur) {
+				break
+			}
+		}
+		if len(b.bufs) == 0 {
+			break
+		}
+		b.rem = b.bufs
+		if !e.writeBatch() {
+			return
+		}
+	}
+	var f [finalFPDUMax]byte
+	n := buildFinal(&f, e.rx.handled, e.crc)
+	e.writeSock([][]byte{f[:n]}, true)
+}
+
+// writeBatch writes what remains of the batch, blocking (within the stop
+// deadline), and books it. It reports whether the batch went out.
+// Precondition: e.tx.mu is held, on the send goroutine.
+func (e *endpoint) writeBatch() bool {
+	b := &e.tx.b
+	if len(b.rem) == 0 {
+		return true
+	}
+	for len(b.rem) > 0 {
+		n, err := e.writeSock(b.rem, true)
+		b.consume(n)
+		if err != nil && err != errWouldBlock {
+			return false
+		}
+	}
+	e.batchDone()
+	return true
 }
 
 // finishFPDU writes what remains of the FPDU in progress, so that the

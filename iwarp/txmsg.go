@@ -114,6 +114,8 @@ func (e *endpoint) msgDone(m *txMsg) {
 	b := &e.tx.b
 	if m.hasPos {
 		b.sentMark, b.hasSent = m.pos+1, true
+		b.msgEnds[b.nends] = msgEnd{m.pos, e.tx.streamOff + uint64(b.bytes)}
+		b.nends++
 	}
 	if m.job {
 		b.jobsDone++

@@ -57,9 +57,57 @@ const featureConnInfo iw.Features = 0x10
 // connInfoSize is the size of the connection block.
 const connInfoSize = 8
 
+// featureFinal is a goverbs capability bit: the peer ends its stream with
+// a Final notice (see below) when its QP stops for a reason of its own
+// (Disconnect, Close, Device.Close, an error of its own side), so that a
+// WR it placed completes with SUCCESS here although its confirmation, a
+// probe's response, is never sent.
+const featureFinal iw.Features = 0x20
+
 // ourFeatures are the extensions this implementation offers.
 const ourFeatures = iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush |
-	iw.FeatureAtomicWrite | featureConnInfo
+	iw.FeatureAtomicWrite | featureConnInfo | featureFinal
+
+// The Final notice (featureFinal) is the last message of a stream that
+// ends gracefully, after every answer the sender owed (Read and Atomic
+// Responses) and before its FIN:
+//
+//	0xC  Final notice           QN 2 (the Terminate queue), MSN 1, MO 0,
+//	                            one segment, 8-byte header: Placed(8)
+//
+// Placed is how many bytes of the receiver's own stream (every FPDU it
+// sent after the MPA exchange, framing, pad and CRC included, from the
+// first FPDU on) the sender of the notice had wholly handled: placed,
+// executed and, for a Send-family message, completed into its receive
+// queue, in stream order. The receiver of the notice completes with
+// SUCCESS every WRITE, SEND and WRITE_WITH_IMM whose last FPDU ends at or
+// before that offset; what ends after it was never handled and flushes.
+// Opcode 0xC is FLUSH's on QN 1: the queue number tells them apart.
+const (
+	opFinal        iw.Opcode = 0xC
+	finalNoticeHdr           = 8
+	finalFPDUMax             = iw.ULPDULengthSize + iw.DDPUntaggedHeaderSize + finalNoticeHdr + iw.MaxTrailerSize
+)
+
+// isFinal reports whether the untagged segment u (at least a DDP header)
+// is a Final notice.
+func isFinal(u []byte) bool {
+	return len(u) >= iw.DDPUntaggedHeaderSize && !iw.DDPControl(u[0]).Tagged() &&
+		iw.RDMAPControl(u[1]).Opcode() == opFinal && iw.DDPUntagged(u).QN() == iw.QNTerminate
+}
+
+// buildFinal encodes the whole Final notice FPDU into dst and returns its
+// length.
+func buildFinal(dst *[finalFPDUMax]byte, placed uint64, crcOn bool) int {
+	u := dst[iw.ULPDULengthSize:]
+	iw.DDPUntagged(u).Encode(&iw.DDPUntaggedFields{Last: true, Opcode: opFinal, QN: iw.QNTerminate, MSN: 1})
+	binary.BigEndian.PutUint64(u[iw.DDPUntaggedHeaderSize:], placed)
+	n := iw.DDPUntaggedHeaderSize + finalNoticeHdr
+	iw.PutFPDUHeader(dst[:], n)
+	f := iw.FPDU(dst[:iw.FPDULen(n)])
+	f.SetTrailer(crcOn)
+	return len(f)
+}
 
 // putConnInfo writes the connection block into b[:connInfoSize].
 func putConnInfo(b []byte, qpn, psn uint32) {
@@ -95,6 +143,26 @@ func privateQN(op iw.Opcode) uint32 {
 		return iw.QNSend
 	}
 	return iw.QNReadRequest
+}
+
+// checkFinal validates the headers of a Final notice as checkPrivate does
+// and returns the header length.
+func checkFinal(u []byte, have iw.Features) (int, error) {
+	switch {
+	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
+		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
+			"DDP version %d", iw.DDPControl(u[0]).Version())
+	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
+			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
+	case have&featureFinal == 0:
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnexpectedOpcode,
+			"Final notice, which the peer did not announce")
+	case len(u) < iw.DDPUntaggedHeaderSize+finalNoticeHdr:
+		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnspecified,
+			"Final notice header needs %d bytes", finalNoticeHdr)
+	}
+	return iw.DDPUntaggedHeaderSize + finalNoticeHdr, nil
 }
 
 // checkPrivate validates the headers of a segment carrying a private opcode,
