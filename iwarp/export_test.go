@@ -7,3 +7,9 @@ func RaceSync() {
 	raceAcquire()
 	raceRelease()
 }
+
+// FeatureFinal is the capability bit of the Final notice (wireext.go).
+const FeatureFinal = featureFinal
+
+// OpFinal is the Final notice's RDMAP opcode (on QN 2).
+const OpFinal = opFinal

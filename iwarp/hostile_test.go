@@ -153,14 +153,20 @@ type hostile struct {
 // are on), no RTR.
 func dialHostile(t *testing.T, addr string, crc, caps bool) *hostile {
 	t.Helper()
+	return dialHostileWith(t, addr, crc, caps, iw.FeatureAtomics|iw.FeatureImmediate|iw.FeatureFlush|iw.FeatureAtomicWrite)
+}
+
+// dialHostileWith is dialHostile announcing features in the capability
+// block.
+func dialHostileWith(t *testing.T, addr string, crc, caps bool, features iw.Features) *hostile {
+	t.Helper()
 	c, err := dialSpread(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	pd := iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}, Caps: caps,
-		Features: iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush | iw.FeatureAtomicWrite}
+	pd := iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}, Caps: caps, Features: features}
 	b, _ := pd.Append(nil)
 	flags := iw.MPAEnhanced
 	if crc {
