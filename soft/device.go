@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -68,10 +69,7 @@ type Device struct {
 	cqs    map[*CQ]struct{}
 	closed bool
 
-	events    chan provider.AsyncEvent
-	evMu      sync.Mutex // guards sending on and closing events
-	evClosed  bool
-	evDropped atomic.Int64
+	events devcore.Events
 }
 
 // NewDevice opens a soft device that moves its work over link.
@@ -80,14 +78,15 @@ func NewDevice(link Link, cfg Config) *Device {
 	mergeCaps(&caps, cfg.Caps)
 	caps.Name = cfg.Name
 	link.AdjustCaps(&caps)
-	return &Device{
-		link:   link,
-		caps:   caps,
-		keys:   newKeyTable(),
-		qps:    make(map[uint32]*QP),
-		cqs:    make(map[*CQ]struct{}),
-		events: make(chan provider.AsyncEvent, 256),
+	d := &Device{
+		link: link,
+		caps: caps,
+		keys: newKeyTable(),
+		qps:  make(map[uint32]*QP),
+		cqs:  make(map[*CQ]struct{}),
 	}
+	d.events.Init(256, "goverbs")
+	return d
 }
 
 // mergeCaps overrides the limits in c that o sets.
@@ -130,24 +129,9 @@ func (d *Device) count(n *atomic.Int64, limit uint32, what string) error {
 
 // event delivers an asynchronous event without blocking; when the channel
 // is full the event is counted as dropped and the next one says so.
-func (d *Device) event(ev provider.AsyncEvent) {
-	d.evMu.Lock()
-	defer d.evMu.Unlock()
-	if d.evClosed {
-		return
-	}
-	if n := d.evDropped.Load(); n > 0 && ev.Err == nil {
-		ev.Err = fmt.Errorf("goverbs: %d earlier asynchronous events were dropped", n)
-	}
-	select {
-	case d.events <- ev:
-		d.evDropped.Store(0)
-	default:
-		d.evDropped.Add(1)
-	}
-}
+func (d *Device) event(ev provider.AsyncEvent) { d.events.Send(ev) }
 
-func (d *Device) Events() <-chan provider.AsyncEvent { return d.events }
+func (d *Device) Events() <-chan provider.AsyncEvent { return d.events.Chan() }
 
 // PD is a protection domain of a soft device.
 type PD struct {
@@ -196,10 +180,7 @@ func (d *Device) Close() error {
 		mr.Deregister()
 	}
 	err := d.link.Close()
-	d.evMu.Lock()
-	d.evClosed = true
-	close(d.events)
-	d.evMu.Unlock()
+	d.events.Close()
 	return err
 }
 

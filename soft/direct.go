@@ -1,6 +1,9 @@
 package soft
 
-import "github.com/goverbs/goverbs/provider"
+import (
+	"github.com/goverbs/goverbs/internal/devcore"
+	"github.com/goverbs/goverbs/provider"
+)
 
 // Helpers for links whose initiators reach a peer's memory directly (shared
 // memory): the initiator repeats the responder's checks against descriptors
@@ -44,7 +47,7 @@ func (qp *QP) CompleteSends(ws []*SendWQE) {
 	qp.mu.Lock()
 	unblocked := false
 	for _, w := range ws {
-		if w.state != wqeStarted {
+		if w.e.State != devcore.Started {
 			continue // already flushed by a reset
 		}
 		unblocked = unblocked || w.holdsRR

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -72,16 +73,10 @@ func bufAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Slic
 
 // checkRegistration applies the registration rules of SEMANTICS 3.
 func (d *Device) checkRegistration(buf []byte, access provider.Access, mem provider.Memory) error {
-	switch {
-	case !access.Valid():
-		return fmt.Errorf("%w: unknown access flags %#x", provider.ErrInvalidArgument, uint32(access))
-	case len(buf) == 0:
-		return fmt.Errorf("%w: a memory region cannot be empty", provider.ErrInvalidArgument)
-	case uint64(len(buf)) > d.caps.MaxMRSize:
-		return fmt.Errorf("%w: region of %d bytes exceeds max_mr_size %d", provider.ErrLimit, len(buf), d.caps.MaxMRSize)
-	case access&(provider.AccessRemoteWrite|provider.AccessRemoteAtomic) != 0 && !access.Has(provider.AccessLocalWrite):
-		return fmt.Errorf("%w: remote-write and remote-atomic require local-write", provider.ErrInvalidArgument)
-	case access.Has(provider.AccessFlushPersistent) && (mem == nil || !mem.Persistent()):
+	if err := devcore.CheckRegistration(buf, access, &d.caps); err != nil {
+		return err
+	}
+	if access.Has(provider.AccessFlushPersistent) && (mem == nil || !mem.Persistent()) {
 		return fmt.Errorf("%w: flush-persistent needs a persistent (file-backed) region", provider.ErrInvalidArgument)
 	}
 	return nil
@@ -164,6 +159,12 @@ func (m *MR) release(linked bool) {
 	d.nMR.Add(-1)
 }
 
+// ownPD converts a PD argument to one of d's.
+func (d *Device) ownPD(p provider.PD) (*PD, bool) {
+	pd, ok := p.(*PD)
+	return pd, ok && pd.dev == d
+}
+
 // Buf returns the region's memory.
 func (m *MR) Buf() []byte {
 	m.dev.keys.mu.RLock()
@@ -218,22 +219,14 @@ func span(buf []byte, base, addr, n uint64) ([]byte, bool) {
 func (m *MR) Reregister(flags provider.ReregFlags, pd provider.PD, buf []byte, access provider.Access, mem provider.Memory) error {
 	d := m.dev
 	d.keys.mu.RLock()
-	oldMem := m.mem
-	newPD, newBuf, newAccess, newMem := m.pd, m.buf, m.access, m.mem
+	cur := devcore.Registration[*PD]{PD: m.pd, Buf: m.buf, Access: m.access, Mem: m.mem}
 	d.keys.mu.RUnlock()
-	if flags&provider.ReregPD != 0 {
-		p, ok := pd.(*PD)
-		if !ok || p.dev != d {
-			return fmt.Errorf("%w: protection domain of another device", provider.ErrInvalidArgument)
-		}
-		newPD = p
+	r, err := cur.Rereg(flags, pd, buf, access, mem, d.ownPD)
+	if err != nil {
+		return err
 	}
-	if flags&provider.ReregTranslation != 0 {
-		newBuf, newMem = buf, mem
-	}
-	if flags&provider.ReregAccess != 0 {
-		newAccess = access
-	}
+	oldMem := cur.Mem
+	newPD, newBuf, newAccess, newMem := r.PD, r.Buf, r.Access, r.Mem
 	if err := d.checkRegistration(newBuf, newAccess, newMem); err != nil {
 		return err
 	}

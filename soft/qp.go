@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -40,13 +41,8 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 		return nil, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
 	}
 	c := init.Cap
-	switch {
-	case c.MaxSendWR < 1 || c.MaxSendWR > d.caps.MaxQPWR || c.MaxRecvWR > d.caps.MaxQPWR:
-		return nil, fmt.Errorf("%w: queue sizes send %d recv %d (1 to %d)", provider.ErrInvalidArgument, c.MaxSendWR, c.MaxRecvWR, d.caps.MaxQPWR)
-	case c.MaxSendSGE > d.caps.MaxSGE || c.MaxRecvSGE > d.caps.MaxSGE:
-		return nil, fmt.Errorf("%w: SGE limits send %d recv %d (at most %d)", provider.ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, d.caps.MaxSGE)
-	case c.MaxInlineData > d.caps.MaxInlineData:
-		return nil, fmt.Errorf("%w: inline data %d (at most %d)", provider.ErrInvalidArgument, c.MaxInlineData, d.caps.MaxInlineData)
+	if err := devcore.CheckQPCap(c, &d.caps); err != nil {
+		return nil, err
 	}
 	if err := d.count(&d.nQP, d.caps.MaxQP, "queue pairs"); err != nil {
 		return nil, err
@@ -64,8 +60,8 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	qp.qpn = newQPN(func(n uint32) bool { _, used := d.qps[n]; return used })
 	d.qps[qp.qpn] = qp
 	d.mu.Unlock()
-	scq.attach(qp)
-	rcq.attach(qp)
+	scq.ring.Attach(qp)
+	rcq.ring.Attach(qp)
 	return qp, nil
 }
 
@@ -127,10 +123,7 @@ func (qp *QP) Query() (provider.QPAttr, error) {
 	if qp.closed {
 		return provider.QPAttr{}, provider.ErrClosed
 	}
-	a := qp.attr
-	a.State, a.CurState = qp.state, qp.state
-	a.SQDraining = qp.state == provider.StateSQD && qp.sq.next != qp.sq.tail
-	return a, nil
+	return devcore.QueryAttr(qp.attr, qp.state, qp.sq.Next != qp.sq.Tail), nil
 }
 
 // Modify applies a state transition and attributes (SEMANTICS 5).
@@ -141,10 +134,7 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		return provider.ErrClosed
 	}
 	cur := qp.state
-	next, err := provider.CheckTransition(cur, attr, mask)
-	if err == nil {
-		err = provider.CheckQPAttr(attr, mask, &qp.dev.caps)
-	}
+	next, err := devcore.CheckModify(cur, attr, mask, &qp.dev.caps)
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -175,7 +165,10 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.reset()
 		return nil
 	}
-	qp.applyAttrLocked(attr, mask)
+	devcore.ApplyAttr(&qp.attr, attr, mask)
+	if mask&provider.AttrAccessFlags != 0 {
+		qp.remoteAccess.Store(uint32(attr.Access))
+	}
 	qp.setStateLocked(next)
 	ep = qp.ep
 	qp.mu.Unlock()
@@ -183,50 +176,4 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		ep.SendReady() // RTS from SQD resumes the queue
 	}
 	return nil
-}
-
-// applyAttrLocked copies the attributes named by mask.
-// Precondition: qp.mu is held.
-func (qp *QP) applyAttrLocked(a *provider.QPAttr, mask provider.AttrMask) {
-	t := &qp.attr
-	if mask&provider.AttrAccessFlags != 0 {
-		t.Access = a.Access
-		qp.remoteAccess.Store(uint32(a.Access))
-	}
-	if mask&provider.AttrAV != 0 {
-		t.AV = a.AV
-	}
-	if mask&provider.AttrPathMTU != 0 {
-		t.PathMTU = a.PathMTU
-	}
-	if mask&provider.AttrTimeout != 0 {
-		t.Timeout = a.Timeout
-	}
-	if mask&provider.AttrRetryCnt != 0 {
-		t.RetryCnt = a.RetryCnt
-	}
-	if mask&provider.AttrRNRRetry != 0 {
-		t.RNRRetry = a.RNRRetry
-	}
-	if mask&provider.AttrRQPSN != 0 {
-		t.RQPSN = a.RQPSN
-	}
-	if mask&provider.AttrSQPSN != 0 {
-		t.SQPSN = a.SQPSN
-	}
-	if mask&provider.AttrMaxQPRdAtomic != 0 {
-		t.MaxRdAtomic = a.MaxRdAtomic
-	}
-	if mask&provider.AttrMaxDestRdAtomic != 0 {
-		t.MaxDestRdAtomic = a.MaxDestRdAtomic
-	}
-	if mask&provider.AttrMinRNRTimer != 0 {
-		t.MinRNRTimer = a.MinRNRTimer
-	}
-	if mask&provider.AttrDestQPN != 0 {
-		t.DestQPN = a.DestQPN
-	}
-	if mask&provider.AttrEnSQDAsyncNotify != 0 {
-		t.EnSQDAsyncNotify = a.EnSQDAsyncNotify
-	}
 }

@@ -3,6 +3,7 @@ package soft
 import (
 	"fmt"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -82,8 +83,8 @@ func (qp *QP) Fail(ev provider.EventType, err error) {
 // Precondition: qp.mu is held.
 func (qp *QP) enterErrLocked() {
 	qp.setStateLocked(provider.StateErr)
-	qp.sq.flushLocked()
-	qp.rq.flushLocked()
+	qp.sq.Flush()
+	qp.rq.Flush()
 	qp.retireSendLocked()
 	qp.retireRecvLocked()
 }
@@ -101,21 +102,18 @@ func (qp *QP) reset() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	qp.sq.discardLocked()
-	qp.rq.discardLocked()
+	qp.rq.Discard()
 	qp.resetAttrLocked()
 }
 
 // Disconnect tells the peer the connection ends and moves the QP to ERR.
 func (qp *QP) Disconnect() error {
 	qp.mu.Lock()
-	if qp.closed {
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	}
 	ep := qp.ep
+	err := devcore.CheckDisconnect(qp.closed, ep != nil)
 	qp.mu.Unlock()
-	if ep == nil {
-		return fmt.Errorf("%w: QP is not connected", provider.ErrInvalidState)
+	if err != nil {
+		return err
 	}
 	ep.Disconnect()
 	qp.Fail(0, nil)
@@ -138,8 +136,8 @@ func (qp *QP) Close() error {
 	}
 	qp.Fail(0, nil)
 	qp.reset()
-	qp.sendCQ.detach(qp)
-	qp.recvCQ.detach(qp)
+	qp.sendCQ.ring.Detach(qp)
+	qp.recvCQ.ring.Detach(qp)
 	d := qp.dev
 	d.mu.Lock()
 	delete(d.qps, qp.qpn)

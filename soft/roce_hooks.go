@@ -4,4 +4,4 @@ package soft
 // asked for one, or the QP signals every WR (sq_sig_all). A link may use it
 // to decide how soon the peer must acknowledge the WQE; RoCE requests an
 // ACK at once only for WQEs someone waits for.
-func (w *SendWQE) Signaled() bool { return w.signaled }
+func (w *SendWQE) Signaled() bool { return w.e.Signaled }

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -12,12 +13,18 @@ type RecvWQE struct {
 	Len   uint64
 	Seq   uint64
 
+	e      devcore.Entry // the queue's view (Flushed: wc is not set)
 	local  [][]byte
 	mrs    []*MR
 	preset provider.Status
-	state  wqeState
 	wc     provider.WorkCompletion
 }
+
+// recvSlot is a RecvWQE as the ring holds it (see sendSlot).
+type recvSlot struct{ RecvWQE }
+
+func (s *recvSlot) Entry() *devcore.Entry { return &s.e }
+func (s *recvSlot) Release()              { s.releaseRefs() }
 
 // RecvResult is how a link finishes a receive.
 type RecvResult struct {
@@ -34,20 +41,19 @@ type RecvResult struct {
 // recvQueue is the receive ring; same indexing as sendQueue.
 // Guarded by QP.mu.
 type recvQueue struct {
-	wqes             []RecvWQE
-	head, next, tail uint64
+	devcore.Ring[recvSlot, *recvSlot]
 }
 
 func (q *recvQueue) init(c provider.QPCap) {
-	q.wqes = make([]RecvWQE, c.MaxRecvWR)
 	sges := max(c.MaxRecvSGE, 1)
-	for i := range q.wqes {
-		q.wqes[i].local = make([][]byte, 0, sges)
-		q.wqes[i].mrs = make([]*MR, 0, sges)
-	}
+	q.Init(int(c.MaxRecvWR), func(w *recvSlot) {
+		w.local = make([][]byte, 0, sges)
+		w.mrs = make([]*MR, 0, sges)
+	})
 }
 
-func (q *recvQueue) slot(seq uint64) *RecvWQE { return &q.wqes[seq%uint64(len(q.wqes))] }
+// slot returns the receive WQE with sequence number seq.
+func (q *recvQueue) slot(seq uint64) *RecvWQE { return &q.Slot(seq).RecvWQE }
 
 // PostRecv validates every receive WR, then queues them all.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
@@ -63,7 +69,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 	}
 	keys.mu.RUnlock()
 	if qp.state == provider.StateErr {
-		qp.rq.flushLocked()
+		qp.rq.Flush()
 		qp.retireRecvLocked()
 	}
 	ep := qp.ep
@@ -77,17 +83,18 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // checkRecvsLocked applies the post-time rules of receives.
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
-	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(qp.rq.wqes),
-		Free: uint64(len(qp.rq.wqes)) - (qp.rq.head - qp.rq.tail), Cap: &qp.cap}
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: qp.rq.Depth(),
+		Free: qp.rq.Free(), Cap: &qp.cap}
 	return t.CheckRecvs(wrs)
 }
 
 // enqueueRecvLocked copies a receive WR into the next WQE.
 // Precondition: qp.mu and keys.mu (read) are held; the queue has room.
 func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
-	w := qp.rq.slot(qp.rq.head)
-	w.ID, w.Seq = wr.ID, qp.rq.head
-	w.state, w.preset, w.Len = wqePosted, provider.StatusSuccess, 0
+	w := qp.rq.slot(qp.rq.Head)
+	w.ID, w.Seq = wr.ID, qp.rq.Head
+	w.e.Post(true) // every receive completes
+	w.preset, w.Len = provider.StatusSuccess, 0
 	w.local, w.mrs = w.local[:0], w.mrs[:0]
 	for _, sge := range wr.SGL {
 		b, mr, ok := resolveLocalLocked(qp.dev.keys, qp.pd, sge, true)
@@ -100,7 +107,7 @@ func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
 		w.Len += uint64(len(b))
 	}
 	w.Local = w.local
-	qp.rq.head++
+	qp.rq.Head++
 }
 
 // NextRecv hands the link the next posted receive for an incoming SEND or
@@ -118,13 +125,13 @@ func (qp *QP) NextRecv() (w *RecvWQE, fault bool) {
 		return nil, false
 	}
 	q := &qp.rq
-	if q.next == q.head {
+	if q.Next == q.Head {
 		qp.mu.Unlock()
 		return nil, false
 	}
-	w = q.slot(q.next)
-	w.state = wqeStarted
-	q.next++
+	w = q.slot(q.Next)
+	w.e.State = devcore.Started
+	q.Next++
 	if w.preset == provider.StatusSuccess {
 		qp.mu.Unlock()
 		return w, false
@@ -142,7 +149,7 @@ func (qp *QP) NextRecv() (w *RecvWQE, fault bool) {
 // QP to ERR.
 func (qp *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 	qp.mu.Lock()
-	if w.state != wqeStarted {
+	if w.e.State != devcore.Started {
 		qp.mu.Unlock()
 		return
 	}
@@ -159,7 +166,7 @@ func (qp *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 // completeRecvLocked records the result and retires what it can.
 // Precondition: qp.mu is held.
 func (qp *QP) completeRecvLocked(w *RecvWQE, r RecvResult) {
-	w.state = wqeDone
+	w.e.Finish(r.Status, 0)
 	w.wc = provider.WorkCompletion{
 		WRID: w.ID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, QPN: qp.qpn,
 		ByteLen: r.ByteLen, Imm: r.Imm, InvalidatedRKey: r.InvalidatedRKey,
@@ -173,35 +180,17 @@ func (qp *QP) completeRecvLocked(w *RecvWQE, r RecvResult) {
 
 // retireRecvLocked delivers receive completions in order.
 // Precondition: qp.mu is held.
-func (qp *QP) retireRecvLocked() {
-	q := &qp.rq
-	for q.tail != q.next {
-		w := q.slot(q.tail)
-		if w.state != wqeDone {
-			return
-		}
-		w.releaseRefs()
-		w.wc.QPN = qp.qpn
-		qp.recvCQ.push(&w.wc)
-		q.tail++
-	}
-}
+func (qp *QP) retireRecvLocked() { qp.rq.Retire(qp.deliverRecv) }
 
-func (q *recvQueue) flushLocked() {
-	for ; q.next != q.head; q.next++ {
-		w := q.slot(q.next)
-		w.state = wqeDone
+// deliverRecv pushes the completion of a retiring receive.
+// Precondition: qp.mu is held.
+func (qp *QP) deliverRecv(s *recvSlot) {
+	w := &s.RecvWQE
+	if w.e.Flushed {
 		w.wc = provider.WorkCompletion{WRID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 	}
-}
-
-func (q *recvQueue) discardLocked() {
-	for ; q.tail != q.head; q.tail++ {
-		w := q.slot(q.tail)
-		w.releaseRefs()
-		w.state = wqeDone
-	}
-	q.next = q.head
+	w.wc.QPN = qp.qpn
+	qp.recvCQ.push(&w.wc)
 }
 
 func (w *RecvWQE) releaseRefs() {

@@ -1,16 +1,8 @@
 package soft
 
 import (
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
-)
-
-// wqeState is where a work queue element is in its life.
-type wqeState uint8
-
-const (
-	wqePosted  wqeState = iota // queued; the link has not taken it
-	wqeStarted                 // taken by the link (or executed locally)
-	wqeDone                    // finished; its completion waits for earlier WQEs
 )
 
 // SendWQE is a posted send work request as a link sees it. Between
@@ -30,42 +22,45 @@ type SendWQE struct {
 	// Seq numbers the QP's send WQEs from zero, in posting order.
 	Seq uint64
 
-	sgl      []provider.SGE
-	local    [][]byte
-	inline   []byte
-	mrs      []*MR
-	signaled bool
-	holdsRR  bool            // counts in sendQueue.rdOutstanding
-	preset   provider.Status // failure found at post time
-	state    wqeState
-	status   provider.Status
-	vendor   uint32
+	// e is the queue's view: state (Started: taken by the link or
+	// executed locally), status, vendor error, signaled.
+	e       devcore.Entry
+	sgl     []provider.SGE
+	local   [][]byte
+	inline  []byte
+	mrs     []*MR
+	holdsRR bool            // counts in sendQueue.rdOutstanding
+	preset  provider.Status // failure found at post time
 }
 
-// sendQueue is a ring of send WQEs indexed by monotonic sequence numbers:
-// [tail, next) are taken or done, [next, head) are posted.
-// Guarded by QP.mu.
+// sendSlot is a SendWQE as the ring holds it; its methods (devcore.WQE)
+// stay off the type links see.
+type sendSlot struct{ SendWQE }
+
+func (s *sendSlot) Entry() *devcore.Entry { return &s.e }
+func (s *sendSlot) Release()              { s.releaseRefs() }
+
+// sendQueue is the send ring (devcore.Ring: [Tail, Next) taken or done,
+// [Next, Head) posted). Guarded by QP.mu.
 type sendQueue struct {
-	wqes             []SendWQE
-	head, next, tail uint64
-	rdOutstanding    int // taken WQEs that occupy a responder resource
+	devcore.Ring[sendSlot, *sendSlot]
+	rdOutstanding int // taken WQEs that occupy a responder resource
 }
 
 func (q *sendQueue) init(c provider.QPCap) {
-	q.wqes = make([]SendWQE, c.MaxSendWR)
 	sges := max(c.MaxSendSGE, 1)
-	for i := range q.wqes {
-		w := &q.wqes[i]
+	q.Init(int(c.MaxSendWR), func(w *sendSlot) {
 		w.sgl = make([]provider.SGE, 0, sges)
 		w.local = make([][]byte, 0, sges)
 		w.mrs = make([]*MR, 0, sges)
 		if c.MaxInlineData > 0 {
 			w.inline = make([]byte, c.MaxInlineData)
 		}
-	}
+	})
 }
 
-func (q *sendQueue) slot(seq uint64) *SendWQE { return &q.wqes[seq%uint64(len(q.wqes))] }
+// slot returns the send WQE with sequence number seq.
+func (q *sendQueue) slot(seq uint64) *SendWQE { return &q.Slot(seq).SendWQE }
 
 // PostSend validates every WR, then queues them all (SEMANTICS 6, 7).
 func (qp *QP) PostSend(wrs []provider.SendWR) error {
@@ -82,7 +77,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 	keys.mu.RUnlock()
 	ep, state := qp.ep, qp.state
 	if state == provider.StateErr {
-		qp.sq.flushLocked()
+		qp.sq.Flush()
 		qp.retireSendLocked()
 	}
 	qp.mu.Unlock()
@@ -95,8 +90,8 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 // checkSendsLocked applies every post-time rule without changing anything.
 // Precondition: qp.mu is held.
 func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
-	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: len(qp.sq.wqes),
-		Free: uint64(len(qp.sq.wqes)) - (qp.sq.head - qp.sq.tail), Cap: &qp.cap, Dev: &qp.dev.caps}
+	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: qp.sq.Depth(),
+		Free: qp.sq.Free(), Cap: &qp.cap, Dev: &qp.dev.caps}
 	return t.CheckSends(wrs, nil)
 }
 
@@ -105,10 +100,10 @@ func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
 // StatusLocProtErr when its turn comes (SEMANTICS 14).
 // Precondition: qp.mu and keys.mu (read) are held; the queue has room.
 func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
-	w := qp.sq.slot(qp.sq.head)
-	w.Seq = qp.sq.head
-	w.state, w.status, w.vendor, w.preset = wqePosted, provider.StatusSuccess, 0, provider.StatusSuccess
-	w.signaled = qp.sigAll || wr.Flags&provider.SendSignaled != 0
+	w := qp.sq.slot(qp.sq.Head)
+	w.Seq = qp.sq.Head
+	w.e.Post(qp.sigAll || wr.Flags&provider.SendSignaled != 0)
+	w.preset, w.holdsRR = provider.StatusSuccess, false
 	w.sgl = append(w.sgl[:0], wr.SGL...)
 	w.WR = *wr
 	w.WR.SGL = w.sgl
@@ -134,7 +129,7 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 		w.local = append(w.local[:0], w.inline[:n])
 	}
 	w.Local = w.local
-	qp.sq.head++
+	qp.sq.Head++
 }
 
 // releaseRefs drops the WQE's references on its regions.

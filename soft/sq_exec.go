@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -30,8 +31,8 @@ func (qp *QP) nextSendLocked() (w *SendWQE, failed bool) {
 	q := &qp.sq
 	wasErr := qp.state == provider.StateErr
 	defer func() { failed = !wasErr && qp.state == provider.StateErr }()
-	for qp.state == provider.StateRTS && q.next != q.head {
-		w := q.slot(q.next)
+	for qp.state == provider.StateRTS && q.Next != q.Head {
+		w := q.slot(q.Next)
 		rr := w.WR.Opcode.UsesResponderResources()
 		switch {
 		case w.preset != provider.StatusSuccess:
@@ -55,8 +56,8 @@ func (qp *QP) nextSendLocked() (w *SendWQE, failed bool) {
 			qp.finishLocalLocked(w, statusIf(qp.bindWR(w.WR.Bind), provider.StatusMWBindErr))
 			continue
 		}
-		w.state, w.holdsRR = wqeStarted, rr
-		q.next++
+		w.e.State, w.holdsRR = devcore.Started, rr
+		q.Next++
 		if rr {
 			q.rdOutstanding++
 		}
@@ -75,8 +76,8 @@ func statusIf(ok bool, fail provider.Status) provider.Status {
 // finishLocalLocked completes a WQE the device handled itself.
 // Precondition: qp.mu is held and w is the next WQE to start.
 func (qp *QP) finishLocalLocked(w *SendWQE, st provider.Status) {
-	w.state = wqeStarted
-	qp.sq.next++
+	w.e.State = devcore.Started
+	qp.sq.Next++
 	qp.completeSendLocked(w, st, 0)
 }
 
@@ -85,7 +86,7 @@ func (qp *QP) finishLocalLocked(w *SendWQE, st provider.Status) {
 // one may wait for earlier WQEs still in the link's hands.
 func (qp *QP) CompleteSend(w *SendWQE, st provider.Status, vendorErr uint32) {
 	qp.mu.Lock()
-	if w.state != wqeStarted {
+	if w.e.State != devcore.Started {
 		qp.mu.Unlock()
 		return // already flushed by a reset
 	}
@@ -110,7 +111,7 @@ func (qp *QP) CompleteSend(w *SendWQE, st provider.Status, vendorErr uint32) {
 // completeSendLocked marks w done and retires what can be retired.
 // Precondition: qp.mu is held.
 func (qp *QP) completeSendLocked(w *SendWQE, st provider.Status, vendorErr uint32) {
-	w.state, w.status, w.vendor = wqeDone, st, vendorErr
+	w.e.Finish(st, vendorErr)
 	if w.holdsRR {
 		w.holdsRR = false
 		qp.sq.rdOutstanding--
@@ -125,47 +126,28 @@ func (qp *QP) completeSendLocked(w *SendWQE, st provider.Status, vendorErr uint3
 // retireSendLocked delivers the completions of the oldest done WQEs, in
 // order, and frees their slots.
 // Precondition: qp.mu is held.
-func (qp *QP) retireSendLocked() {
-	q := &qp.sq
-	for q.tail != q.next {
-		w := q.slot(q.tail)
-		if w.state != wqeDone {
-			return
-		}
-		w.releaseRefs()
-		if w.signaled || w.status != provider.StatusSuccess {
-			wc := provider.WorkCompletion{
-				WRID:      w.WR.ID,
-				Status:    w.status,
-				Opcode:    w.WR.Opcode.CompletionOpcode(),
-				QPN:       qp.qpn,
-				VendorErr: w.vendor,
-			}
-			if w.status == provider.StatusSuccess {
-				wc.ByteLen = uint32(w.Len)
-			}
-			qp.sendCQ.push(&wc)
-		}
-		q.tail++
-	}
-}
+func (qp *QP) retireSendLocked() { qp.sq.Retire(qp.deliverSend) }
 
-// flushLocked finishes every WQE the link has not taken with WR_FLUSH_ERR.
+// deliverSend pushes the completion of a retiring send WQE.
 // Precondition: qp.mu is held.
-func (q *sendQueue) flushLocked() {
-	for ; q.next != q.head; q.next++ {
-		w := q.slot(q.next)
-		w.state, w.status = wqeDone, provider.StatusWRFlushErr
+func (qp *QP) deliverSend(s *sendSlot) {
+	w := &s.SendWQE
+	wc := provider.WorkCompletion{
+		WRID:      w.WR.ID,
+		Status:    w.e.Status,
+		Opcode:    w.WR.Opcode.CompletionOpcode(),
+		QPN:       qp.qpn,
+		VendorErr: w.e.Vendor,
 	}
+	if w.e.Status == provider.StatusSuccess {
+		wc.ByteLen = uint32(w.Len)
+	}
+	qp.sendCQ.push(&wc)
 }
 
 // discardLocked drops every WQE without a completion (a QP reset).
 // Precondition: qp.mu is held and the link has let go.
 func (q *sendQueue) discardLocked() {
-	for ; q.tail != q.head; q.tail++ {
-		w := q.slot(q.tail)
-		w.releaseRefs()
-		w.state, w.holdsRR = wqeDone, false
-	}
-	q.next, q.rdOutstanding = q.head, 0
+	q.Discard()
+	q.rdOutstanding = 0
 }
