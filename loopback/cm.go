@@ -158,14 +158,14 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	case <-ln.done:
 		return provider.ConnInfo{}, fmt.Errorf("%w: listener %q closed", provider.ErrRejected, addr)
 	case <-ctx.Done():
-		return provider.ConnInfo{}, fmt.Errorf("%w: %v", provider.ErrTimeout, ctx.Err())
+		return provider.ConnInfo{}, fmt.Errorf("%w: %w", provider.ErrTimeout, ctx.Err())
 	}
 	var rep connReply
 	select {
 	case rep = <-r.reply:
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqPending, reqClaimed) {
-			return provider.ConnInfo{}, fmt.Errorf("%w: %v", provider.ErrTimeout, ctx.Err())
+			return provider.ConnInfo{}, fmt.Errorf("%w: %w", provider.ErrTimeout, ctx.Err())
 		}
 		rep = <-r.reply // answered just now; the answer is on its way
 	}

@@ -120,10 +120,15 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 
 // timeoutOr returns ErrTimeout if ctx ended (or its deadline passed: the
 // socket's deadline may fire a moment before ctx's timer), err otherwise.
+// The error then matches the context's error too, as on every transport:
+// context.DeadlineExceeded for a deadline.
 func timeoutOr(ctx context.Context, err error) error {
 	d, _ := ctx.Deadline()
-	if ctx.Err() != nil || !time.Now().Before(d) {
-		return fmt.Errorf("%w: %v", provider.ErrTimeout, err)
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w: %w: %v", provider.ErrTimeout, cerr, err)
+	}
+	if !time.Now().Before(d) {
+		return fmt.Errorf("%w: %w: %v", provider.ErrTimeout, context.DeadlineExceeded, err)
 	}
 	return err
 }
