@@ -234,3 +234,9 @@ func (cq *CQ) release() {
 	}
 	cq.ring.Close()
 }
+
+// ownCQ converts a CQ argument to one of d's.
+func (d *Device) ownCQ(c provider.CQ) (*CQ, bool) {
+	cq, ok := c.(*CQ)
+	return cq, ok && cq.dev == d
+}

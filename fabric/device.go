@@ -161,14 +161,13 @@ func (d *Device) event(ev provider.AsyncEvent) { d.events.Send(ev) }
 // listeners stop, regions are deregistered, then the libfabric objects go.
 func (d *Device) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return provider.ErrClosed
-	}
-	d.closed = true
+	err := devcore.CloseOnce(&d.closed)
 	qps := keysOf(d.allQPs)
 	lns := keysOf(d.listeners)
 	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	for _, qp := range qps {
 		qp.Close()
 	}

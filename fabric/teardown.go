@@ -170,12 +170,11 @@ func (qp *QP) Disconnect() error {
 // the endpoint is closed, and the QP's resources are freed.
 func (qp *QP) Close() error {
 	qp.mu.Lock()
-	if qp.closed {
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	}
-	qp.closed = true
+	err := devcore.CloseOnce(&qp.closed)
 	qp.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	qp.fail(0, nil)
 	qp.mu.Lock()
 	qp.sq.discardLocked()

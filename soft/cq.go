@@ -71,3 +71,9 @@ func (cq *CQ) Close() error {
 	cq.dev.nCQ.Add(-1)
 	return nil
 }
+
+// ownCQ converts a CQ argument to one of d's.
+func (d *Device) ownCQ(c provider.CQ) (*CQ, bool) {
+	cq, ok := c.(*CQ)
+	return cq, ok && cq.dev == d
+}

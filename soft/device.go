@@ -163,23 +163,22 @@ func (d *Device) QPByNumber(qpn uint32) (*QP, bool) {
 // event channel.
 func (d *Device) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return provider.ErrClosed
-	}
-	d.closed = true
+	err := devcore.CloseOnce(&d.closed)
 	qps := make([]*QP, 0, len(d.qps))
 	for _, qp := range d.qps {
 		qps = append(qps, qp)
 	}
 	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	for _, qp := range qps {
 		qp.Close()
 	}
 	for _, mr := range d.liveMRs() {
 		mr.Deregister()
 	}
-	err := d.link.Close()
+	err = d.link.Close()
 	d.events.Close()
 	return err
 }

@@ -35,15 +35,11 @@ type QP struct {
 
 func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	d := p.dev
-	scq, ok1 := init.SendCQ.(*CQ)
-	rcq, ok2 := init.RecvCQ.(*CQ)
-	if !ok1 || !ok2 || scq.dev != d || rcq.dev != d {
-		return nil, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
-	}
-	c := init.Cap
-	if err := devcore.CheckQPCap(c, &d.caps); err != nil {
+	scq, rcq, err := devcore.CheckCreateQP(init, &d.caps, d.ownCQ)
+	if err != nil {
 		return nil, err
 	}
+	c := init.Cap
 	if err := d.count(&d.nQP, d.caps.MaxQP, "queue pairs"); err != nil {
 		return nil, err
 	}

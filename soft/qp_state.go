@@ -124,13 +124,12 @@ func (qp *QP) Disconnect() error {
 // the CQs, the link lets go.
 func (qp *QP) Close() error {
 	qp.mu.Lock()
-	if qp.closed {
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	}
-	qp.closed = true
+	err := devcore.CloseOnce(&qp.closed)
 	ep := qp.ep
 	qp.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if ep != nil {
 		ep.Disconnect()
 	}

@@ -74,3 +74,25 @@ func CheckDisconnect(closed, connected bool) error {
 	}
 	return nil
 }
+
+// CheckCreateQP applies CreateQP's rules to init: both CQs belong to the
+// device (own converts one to the provider's type C and says whether it
+// does) and the capacities are within its limits (CheckQPCap).
+func CheckCreateQP[C any](init provider.QPInitAttr, d *provider.Caps, own func(provider.CQ) (C, bool)) (send, recv C, err error) {
+	send, ok1 := own(init.SendCQ)
+	recv, ok2 := own(init.RecvCQ)
+	if !ok1 || !ok2 {
+		return send, recv, fmt.Errorf("%w: the QP's CQs must belong to its device", provider.ErrInvalidArgument)
+	}
+	return send, recv, CheckQPCap(init.Cap, d)
+}
+
+// CloseOnce marks an object closed; the second Close of it gets
+// ErrClosed. The caller holds the lock that guards closed.
+func CloseOnce(closed *bool) error {
+	if *closed {
+		return provider.ErrClosed
+	}
+	*closed = true
+	return nil
+}
