@@ -192,6 +192,11 @@ func (d *Device) infoWith(dest bool, addr string) (hInfo, error) {
 
 // Listener is a passive endpoint (fi_passive_ep, fi_listen). It implements
 // provider.Listener.
+//
+// Locks: mu guards closed and pep, and orders a request's reject or accept
+// (on an application goroutine) against Close; the event loop queues
+// requests on reqs. Close takes the device's eqMu (closeFid) with mu held:
+// mu comes first.
 type Listener struct {
 	dev  *Device
 	pep  hPEP

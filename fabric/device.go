@@ -61,6 +61,14 @@ func (p *Provider) Describe() (DeviceInfo, provider.Caps, error) {
 func (p *Provider) Open() (provider.Device, error) { return openDevice(p.spec) }
 
 // Device is an open libfabric device. It implements provider.Device.
+//
+// Locks: the fields up to keys are set by openDevice and read-only after.
+// mu guards the sets of PDs, CQs, listeners and QPs and closed; it is a
+// leaf, taken from application goroutines and the completion loop
+// (cqList). eqMu guards eqTargets and orders closing an endpoint against
+// the event loop's lookup (see progress.eqLoop); it is held only around
+// fi_eq_read and fi_close, and taken after a Listener's mu. keys and qps
+// have locks of their own (leaves); events is devcore.Events (a leaf).
 type Device struct {
 	spec                       Spec
 	info                       hInfo // base fi_info; freed at Close

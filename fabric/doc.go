@@ -141,6 +141,27 @@
 // progress goroutine reads the others, spinning briefly after activity and
 // otherwise blocking on the CQs' wait objects (FI_WAIT_FD).
 //
+// # Goroutines and lock order
+//
+// Three kinds of goroutine call into the package: the application's (every
+// SPI method), the device's event loop (connection events: eqEvent of QPs
+// and listeners) and its completion loop (reads idle CQs, retries stalled
+// QPs); short-lived ones run a deferred teardown (time.AfterFunc), fail
+// the QPs of a CQ in error (devcore.CQ.FailQPs) and finish a teardown an
+// error completion asked for. Each type's Locks paragraph says which
+// fields they touch. When a goroutine holds several locks, it takes them
+// in this order:
+//
+//	Listener.mu → Device.eqMu
+//	PD.mu → CQ.fcqMu → CQ.pollMu → QP.mu → keyTable.mu, progress.mu,
+//	        devcore.CQ (a CQ's ring), devcore.Events → progress.wakeMu
+//
+// Device.mu and qpTable.mu are leaves, taken with no other lock held.
+// CQ.pollMu is only tried (TryLock) by the completion loop and by Wait, so
+// a poller never waits behind it for the loop. No goroutine holds two QPs'
+// locks, or a QP's while it closes an endpoint (fi_close waits for the
+// provider, which may be delivering to that QP's CQ).
+//
 // # Provider bugs worked around
 //
 // libfabric 1.17's sockets provider copies the fi_info of an endpoint

@@ -53,6 +53,10 @@ func (t *keyTable) regLocked(pd *PD, base uintptr, n int, access provider.Access
 // keyTable holds the lkeys (ours: libfabric has none) and reserves every
 // key handed out, rkeys included, in space (package keyspace: random,
 // never zero, quarantined after retirement).
+//
+// Locks: mu guards lkeys, space, live and every region's keys, pd,
+// access, buffer and dead. It is a leaf: PostSend and PostRecv read it with
+// a QP's mu held; registration holds it (for writing) across fi_mr_reg.
 type keyTable struct {
 	mu    sync.RWMutex
 	lkeys map[uint32]*MR

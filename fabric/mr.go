@@ -16,6 +16,10 @@ import (
 // PD is a protection domain: one libfabric domain (fi_domain). Regions and
 // endpoints of one domain reach each other; an rkey of another PD's region
 // is unknown to this domain, so libfabric refuses it.
+//
+// Locks: mu guards cqs (CreateQP and the closes, on application
+// goroutines); it is taken before a CQ's fcqMu (fcqFor attaches a new
+// libfabric CQ with it held) and released before one is detached.
 type PD struct {
 	dev *Device
 	dom hDomain

@@ -26,6 +26,12 @@ import (
 // the CQs' wait objects (FI_WAIT_FD, after fi_trywait) until data arrives,
 // after spinning for spinFor since it last found work (waking a sleeping
 // thread costs tens of microseconds on a VM, more than a TCP round trip).
+//
+// Locks: mu (a leaf but for the kick that follows it) guards stalled; it is
+// taken with a QP's mu held (stallLocked). wakeMu guards wakeFD against its
+// close in stop; kick takes it (for reading) last, under any other lock
+// (a QP's, a CQ's fcqMu). The event loop owns ev; the completion loop owns
+// its slices and every CQ's seenPolls and hotUntil.
 type progress struct {
 	dev   *Device
 	stopc chan struct{}

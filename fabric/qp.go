@@ -31,7 +31,18 @@ import (
 // waiting). Completions are delivered in posting order whatever order
 // libfabric reports them in.
 //
-// mu guards the state, the attributes, the queues and the endpoint.
+// Locks: the fields up to ctx are set by CreateQP and read-only after;
+// scratch and inline are written under mu when a WR is posted and read by
+// libfabric until it completes. mu guards everything after it (torn is a
+// condition on mu: maybeTeardown waits on it for a teardown under way).
+// Goroutines that take mu: the application's (Post*, Modify, Query,
+// Disconnect, Close), whoever reads a CQ of the QP (Poll, Wait, the
+// completion loop, a teardown's drain: they dispatch completions), the
+// event loop (eqEvent), the completion loop (retry of a stalled QP), the
+// teardown timer and a CQ's FailQPs goroutine. With mu held a QP takes the
+// key table (reading), progress.mu, and the CQs' rings and the device's
+// events (leaves); it never holds mu while closing its endpoint or reading
+// a CQ (maybeTeardown drops it first), and never two QPs' at once.
 type QP struct {
 	dev      *Device
 	pd       *PD

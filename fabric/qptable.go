@@ -18,6 +18,11 @@ import (
 // A tag is (index+1)<<32 | context slot, never 0. Slots [0, 2*MaxSendWR) are the two
 // libfabric operations a send WR may need (part 0 and 1); slots from
 // 2*MaxSendWR on are receives.
+//
+// Locks: mu (a leaf) guards next, free and qpns, for CreateQP and Close on
+// application goroutines. chunks are atomic: the goroutines that read
+// libfabric's CQs (Poll, Wait, the completion loop) look QPs up without a
+// lock.
 type qpTable struct {
 	chunks [qpChunks]atomic.Pointer[[qpChunk]atomic.Pointer[QP]]
 

@@ -1,21 +1,3 @@
-// Package soft is the software RDMA device that every pure-Go transport
-// plugs a link into.
-//
-// It owns what RDMA hardware owns on an adapter: the key table (lkeys,
-// rkeys, QP numbers and initial PSNs from crypto/rand, retired keys not
-// reused soon), every access check (key, bounds with overflow, region
-// rights, QP access flags, protection domain, atomic alignment), the QP
-// state machine, the send and receive queues, fence and ORD, completion
-// generation in posting order, and flushing on error.
-//
-// A Link moves work between QPs: loopback within a process, iWARP over
-// TCP, RoCEv2 over UDP, shared memory between processes. The Link and
-// Endpoint interfaces (link.go) state the contract between this package and
-// a link: which goroutine calls what, who owns each work queue element, and
-// which checks the link must ask this package to make.
-//
-// Lock order: QP.mu, then CQ.mu or keyTable.mu; never two QPs' locks at
-// once. Endpoint methods are called with no lock held.
 package soft
 
 import (
@@ -57,6 +39,11 @@ func defaultCaps() provider.Caps {
 }
 
 // Device is a soft RDMA device. It implements provider.Device.
+//
+// Locks: link, caps and keys are set by NewDevice and read-only after; the
+// counters are atomic. mu (a leaf) guards qps, cqs and closed, for the
+// application's Create/Close calls and the link's QPByNumber. keys and
+// events have locks of their own (leaves).
 type Device struct {
 	link Link
 	caps provider.Caps
@@ -64,7 +51,7 @@ type Device struct {
 
 	nPD, nMR, nMW, nQP, nCQ atomic.Int64
 
-	mu     sync.Mutex // guards qps, cqs, closed
+	mu     sync.Mutex
 	qps    map[uint32]*QP
 	cqs    map[*CQ]struct{}
 	closed bool

@@ -18,8 +18,10 @@ type keyRef struct {
 // keyspace: random, never zero, and not reused while among the last
 // keyspace.Quarantine retired.
 //
-// Lock order: keyTable.mu is a leaf; it is taken with a QP's mu held, never
-// the other way round.
+// Locks: mu guards keys and space, and (see MR, MW) the regions' and
+// windows' keys, ranges and rights. It is a leaf: it is taken with a QP's
+// mu held, never the other way round, by the application (registration,
+// posting) and by the link (Access, Invalidate).
 type keyTable struct {
 	mu    sync.RWMutex
 	keys  map[uint32]keyRef

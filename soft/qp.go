@@ -11,8 +11,16 @@ import (
 
 // QP is a reliable-connected queue pair of a soft device.
 //
-// mu guards the state, the attributes, both work queues and ep. The
-// responder reads remoteAccess without the lock.
+// Locks: the fields up to sigAll are set by CreateQP and read-only after.
+// mu guards everything after it: the state, the attributes, both work
+// queues, ep and closed. It is taken by the application's goroutines (Post*,
+// Modify, Query, Close) and by the link's (NextSend, CompleteSend,
+// NextRecv, CompleteRecv, Fail, Establish); a WQE the link took is the
+// link's until it completes it, and the queue's again after. With mu held
+// the QP takes the key table (PostSend, PostRecv, local operations) and
+// pushes into its CQs (leaves); it calls its Endpoint only after letting
+// mu go. The responder reads remoteAccess, and CanReceive stateMirror,
+// without the lock.
 type QP struct {
 	dev            *Device
 	pd             *PD
