@@ -7,6 +7,7 @@ import "github.com/goverbs/goverbs/verbs"
 // The SPI and the vocabulary, under the names providers use.
 type (
 	Access          = verbs.Access
+	AddressHandle   = verbs.AddressHandle
 	AddressVector   = verbs.AddressVector
 	AsyncEvent      = verbs.AsyncEvent
 	AtomicScope     = verbs.AtomicScope
@@ -31,6 +32,7 @@ type (
 	OpcodeSet       = verbs.OpcodeSet
 	PostError       = verbs.PostError
 	Provider        = verbs.Provider
+	AHCreator       = verbs.ProviderAHCreator
 	CQ              = verbs.ProviderCQ
 	ConnRequest     = verbs.ProviderConnRequest
 	Device          = verbs.ProviderDevice
@@ -43,6 +45,7 @@ type (
 	QPInitAttr      = verbs.ProviderQPInitAttr
 	QPAttr          = verbs.QPAttr
 	QPCap           = verbs.QPCap
+	QPType          = verbs.QPType
 	RecvWR          = verbs.RecvWR
 	RejectError     = verbs.RejectError
 	RemoteAddr      = verbs.RemoteAddr
@@ -84,6 +87,7 @@ const (
 	AttrPKeyIndex         = verbs.AttrPKeyIndex
 	AttrPathMTU           = verbs.AttrPathMTU
 	AttrPort              = verbs.AttrPort
+	AttrQKey              = verbs.AttrQKey
 	AttrRNRRetry          = verbs.AttrRNRRetry
 	AttrRQPSN             = verbs.AttrRQPSN
 	AttrRetryCnt          = verbs.AttrRetryCnt
@@ -110,6 +114,7 @@ const (
 	FlushGlobal           = verbs.FlushGlobal
 	FlushPersistent       = verbs.FlushPersistent
 	FlushWholeRegion      = verbs.FlushWholeRegion
+	GRHLen                = verbs.GRHLen
 	MWType1               = verbs.MWType1
 	MWType2               = verbs.MWType2
 	OpAtomicWrite         = verbs.OpAtomicWrite
@@ -124,6 +129,8 @@ const (
 	OpSendWithInv         = verbs.OpSendWithInv
 	OpWrite               = verbs.OpWrite
 	OpWriteWithImm        = verbs.OpWriteWithImm
+	QPTypeRC              = verbs.QPTypeRC
+	QPTypeUD              = verbs.QPTypeUD
 	ReregAccess           = verbs.ReregAccess
 	ReregPD               = verbs.ReregPD
 	ReregTranslation      = verbs.ReregTranslation
@@ -166,6 +173,7 @@ const (
 	WCRecvRDMAImm         = verbs.WCRecvRDMAImm
 	WCSend                = verbs.WCSend
 	WCSolicited           = verbs.WCSolicited
+	WCWithGRH             = verbs.WCWithGRH
 	WCWithImm             = verbs.WCWithImm
 	WCWithInv             = verbs.WCWithInv
 	WCWrite               = verbs.WCWrite

@@ -134,6 +134,8 @@ type Caps struct {
 	MaxQPInitRdAtom uint8 // largest IRD a QP may offer
 	MaxMsgSize      uint64
 	MaxPrivateData  int // longest connection private data
+	// UD reports whether the device creates QPTypeUD queue pairs.
+	UD bool
 
 	// Opcodes are the send opcodes the device executes; others fail at
 	// post time with ErrNotSupported.

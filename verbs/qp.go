@@ -8,6 +8,9 @@ import (
 
 // QPInitAttr are the attributes of a new queue pair.
 type QPInitAttr struct {
+	// Type is the transport service: QPTypeRC (the zero value) or
+	// QPTypeUD on devices whose Caps.UD is set.
+	Type QPType
 	// SendCQ and RecvCQ receive the completions of the send and receive
 	// queues; they may be the same CQ.
 	SendCQ, RecvCQ *CQ
@@ -49,12 +52,12 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		undo = append(undo, l)
 	}
 	p, err := pd.p.CreateQP(ProviderQPInitAttr{
-		SendCQ: init.SendCQ.p, RecvCQ: init.RecvCQ.p, Cap: init.Cap, SignalAll: init.SignalAll,
+		Type: init.Type, SendCQ: init.SendCQ.p, RecvCQ: init.RecvCQ.p, Cap: init.Cap, SignalAll: init.SignalAll,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if init.ForCM {
+	if init.ForCM && init.Type == QPTypeRC {
 		access := init.RemoteAccess
 		if access == 0 {
 			access = AccessRemote
@@ -66,17 +69,21 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		}
 	}
 	undo = nil
-	return &QP{pd: pd, p: p, qpn: p.QPN(), sendCQ: init.SendCQ, recvCQ: init.RecvCQ}, nil
+	return &QP{pd: pd, p: p, qpn: p.QPN(), typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ}, nil
 }
 
-// QP is a reliable-connected queue pair.
+// QP is a queue pair: reliable-connected, or unreliable datagram.
 type QP struct {
 	pd             *PD
+	typ            QPType
 	p              ProviderQP
 	qpn            uint32
 	sendCQ, recvCQ *CQ
 	closed         atomic.Bool
 }
+
+// Type returns the QP's transport service.
+func (qp *QP) Type() QPType { return qp.typ }
 
 // QPN returns the QP number.
 func (qp *QP) QPN() uint32 { return qp.qpn }
@@ -125,6 +132,11 @@ func (qp *QP) State() State {
 func (qp *QP) PostSend(wrs []SendWR) error {
 	if qp.closed.Load() {
 		return &PostError{Op: "post send", Err: ErrClosed}
+	}
+	if qp.typ == QPTypeUD {
+		if err := checkUDSends(wrs); err != nil {
+			return err
+		}
 	}
 	return qp.p.PostSend(wrs)
 }

@@ -64,6 +64,7 @@ const (
 	AttrCap
 	AttrCurState
 	AttrEnSQDAsyncNotify
+	AttrQKey // the Q_Key of a UD QP (from RESET to INIT)
 )
 
 // AddressVector names the peer of a QP connected by hand (ibv_ah_attr). Its
@@ -80,6 +81,31 @@ type AddressVector struct {
 	HopLimit     uint8
 }
 
+// QPType is a QP's transport service (ibv_qp_type).
+type QPType uint8
+
+// QP types.
+const (
+	QPTypeRC QPType = iota // reliable connected
+	QPTypeUD               // unreliable datagram: SENDs of at most one MTU, each to an address handle
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUD:
+		return "UD"
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+// GRHLen is the size of the Global Route Header a UD receive finds in
+// front of every payload, as libibverbs gives it: each UD receive buffer
+// needs GRHLen bytes more than the largest message, and the completion's
+// ByteLen counts them (its Flags have WCWithGRH).
+const GRHLen = 40
+
 // QPCap are the sizes of a QP's queues (ibv_qp_cap).
 type QPCap struct {
 	MaxSendWR     uint32
@@ -92,6 +118,7 @@ type QPCap struct {
 // ProviderQPInitAttr are the attributes a provider gets to create a QP
 // (ibv_qp_init_attr): QPInitAttr with the CQs resolved to the provider's.
 type ProviderQPInitAttr struct {
+	Type           QPType
 	SendCQ, RecvCQ ProviderCQ
 	Cap            QPCap
 	// SignalAll makes every send WR signalled (sq_sig_all).
@@ -132,12 +159,16 @@ type QPAttr struct {
 	SQDraining bool
 	// EnSQDAsyncNotify asks for an event when SQD has drained.
 	EnSQDAsyncNotify bool
+	// QKey is a UD QP's queue key: a datagram whose DETH carries another
+	// is dropped, and a send whose RemoteQKey has the high bit set
+	// carries this one instead (IBA 10.2.4).
+	QKey uint32
 }
 
 var attrNames = [...]string{
 	"STATE", "ACCESS_FLAGS", "PKEY_INDEX", "PORT", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT",
 	"RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC",
-	"DEST_QPN", "CAP", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY",
+	"DEST_QPN", "CAP", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "QKEY",
 }
 
 func (m AttrMask) String() string {

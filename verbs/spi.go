@@ -50,6 +50,13 @@ type ProviderPD interface {
 	Close() error
 }
 
+// ProviderAHCreator is implemented by the PDs of providers with UD QPs:
+// CreateAH checks and resolves an address once (ibv_create_ah), and the
+// result travels in every SendWR that names the handle.
+type ProviderAHCreator interface {
+	CreateAH(av AddressVector) (resolved any, err error)
+}
+
 // Memory is the part of an allocator-owned buffer (package mem) a provider
 // may use: persistence for FLUSH and a shareable file descriptor.
 type ProviderMemory interface {

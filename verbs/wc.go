@@ -129,6 +129,7 @@ const (
 	WCWithImm   WCFlags = 1 << iota // Imm holds immediate data
 	WCWithInv                       // InvalidatedRKey was invalidated by the SEND
 	WCSolicited                     // the sender asked for a solicited event
+	WCWithGRH                       // a UD receive: the buffer starts with the 40-byte GRH
 )
 
 // WorkCompletion is the completion of one work request (ibv_wc).
@@ -149,6 +150,8 @@ type WorkCompletion struct {
 	Imm uint32
 	// InvalidatedRKey is the rkey a SEND_WITH_INV invalidated.
 	InvalidatedRKey uint32
+	// SrcQP is the sender's QP number of a UD receive.
+	SrcQP uint32
 	// VendorErr carries transport detail for failed completions (for
 	// example an iWARP Terminate's layer, type and code).
 	VendorErr uint32

@@ -255,7 +255,27 @@ type SendWR struct {
 	FlushLength uint64
 	// Bind describes the binding of BIND_MW.
 	Bind MWBind
+	// AH, RemoteQPN and RemoteQKey address the datagram of a SEND on a
+	// UD QP (ibv_send_wr.wr.ud). A RemoteQKey with the high bit set
+	// sends the QP's own Q_Key instead (IBA 10.2.4).
+	AH         *AddressHandle
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
+
+// AddressHandle is the address of a UD peer (ibv_ah), made by
+// PD.CreateAH. Providers resolve its AddressVector once, at creation.
+type AddressHandle struct {
+	av       AddressVector
+	resolved any
+}
+
+// AV returns the address the handle was created with.
+func (ah *AddressHandle) AV() AddressVector { return ah.av }
+
+// Resolved returns what the provider's CreateAH made of the address (for
+// RoCE a UDP address), or nil for providers without ProviderAHCreator.
+func (ah *AddressHandle) Resolved() any { return ah.resolved }
 
 // RecvWR is a receive work request (ibv_recv_wr).
 type RecvWR struct {
