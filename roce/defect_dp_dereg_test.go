@@ -26,8 +26,12 @@ func TestDeregisterWaitsForPeerRead(t *testing.T) {
 		tries, _ = strconv.Atoi(s)
 	}
 	const size = 8 << 20
-	a := openDevice(t, roce.Options{})
-	b := openDevice(t, roce.Options{})
+	// A 4x longer ACK timeout than the default (268 ms): the test is about
+	// Deregister, and on a loaded 2-CPU machine an 8 MiB READ under the
+	// default 67 ms sometimes ran out of retries before Deregister mattered.
+	opts := roce.Options{AckTimeout: 16}
+	a := openDevice(t, opts)
+	b := openDevice(t, opts)
 	defer b.Close()
 	defer a.Close()
 	src := make([]byte, size)
