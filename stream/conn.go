@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -63,12 +64,13 @@ type Conn struct {
 	pd       *verbs.PD
 	cq       *verbs.CQ
 	qp       *verbs.QP
-	rmr      *verbs.MR // receive ring, then one 4-byte message slot per receive
+	rreg     *mem.Region
+	rmr      *verbs.MR // rreg: receive ring, one 4-byte message slot per receive, the target SGL
 	smr      *verbs.MR // send ring, then one 16-byte control slot per send WR
-	tmr      *verbs.MR // the target SGL the peer writes ring descriptors into
 	rbuf     []byte
 	sbuf     []byte
-	tsgl     []byte
+	tsgl     []byte // the target SGL the peer writes ring descriptors into
+	tsglAddr uint64
 	msgSend  bool // send rsocket's iWARP way: WRITE, then the word in a SEND
 	peerNet  bool // the peer's ring descriptors are big-endian
 	rbufSize int
@@ -685,10 +687,15 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		c.closed = true
 		c.wantCtrl = ctrlDisconnect
+		c.mu.Unlock()
+		// Waiters go first: they need nothing of what follows, and
+		// posting what credits allow can take a while on a transport
+		// that writes its socket inline.
+		close(c.done)
+		c.mu.Lock()
 		c.flushLocked()
 		c.idleLocked()
 		c.mu.Unlock()
-		close(c.done)
 
 		t := time.NewTimer(c.linger)
 		select {
@@ -727,10 +734,13 @@ func (c *Conn) release() {
 	if c.qp != nil {
 		errs = append(errs, c.qp.Close())
 	}
-	for _, mr := range []*verbs.MR{c.rmr, c.smr, c.tmr} {
+	for _, mr := range []*verbs.MR{c.rmr, c.smr} {
 		if mr != nil {
 			errs = append(errs, mr.Deregister())
 		}
+	}
+	if c.rreg != nil {
+		errs = append(errs, c.rreg.Close())
 	}
 	if c.cq != nil {
 		errs = append(errs, c.cq.Close())

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -124,7 +125,13 @@ type Listener struct {
 
 // Accept waits for the next stream. A request that is not rsocket's is
 // rejected and Accept goes on waiting.
-func (l *Listener) Accept() (net.Conn, error) { return l.AcceptStream() }
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.AcceptStream()
+	if err != nil {
+		return nil, err // not a net.Conn holding a nil *Conn
+	}
+	return c, nil
+}
 
 // AcceptStream is Accept returning the *Conn.
 func (l *Listener) AcceptStream() (*Conn, error) {
@@ -254,17 +261,23 @@ func (cfg *Config) newConn(dev *verbs.Device) (c *Conn, err error) {
 	if err != nil {
 		return nil, err
 	}
-	remote := verbs.AccessLocalWrite | verbs.AccessRemoteWrite
-	if c.rmr, err = c.pd.RegisterMR(make([]byte, c.rbufSize+c.nRecv*msgSize), remote); err != nil {
+	// What the peer writes (the ring, the message slots, the target SGL)
+	// is one region of library memory, which a shared-memory peer maps and
+	// writes directly; Go memory it could reach only through this
+	// process's engine.
+	tsglOff := c.rbufSize + c.nRecv*msgSize
+	if c.rreg, err = mem.Alloc(tsglOff + targetSGLEntries*sgeLen); err != nil {
+		return nil, err
+	}
+	if c.rmr, err = c.pd.RegisterMemory(c.rreg, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		return nil, err
 	}
 	if c.smr, err = c.pd.RegisterMR(make([]byte, c.sbufSize+c.sqSize*sgeLen), verbs.AccessLocalWrite); err != nil {
 		return nil, err
 	}
-	if c.tmr, err = c.pd.RegisterMR(make([]byte, targetSGLEntries*sgeLen), remote); err != nil {
-		return nil, err
-	}
-	c.rbuf, c.sbuf, c.tsgl = c.rmr.Bytes(), c.smr.Bytes(), c.tmr.Bytes()
+	c.rbuf, c.sbuf = c.rmr.Bytes(), c.smr.Bytes()
+	c.tsgl = c.rbuf[tsglOff : tsglOff+targetSGLEntries*sgeLen]
+	c.tsglAddr = c.rmr.Addr() + uint64(tsglOff)
 	c.rmsg = make([]uint32, c.nRecv+1)
 	c.recvWR = make([]verbs.RecvWR, 64)
 	c.recvSGE = make([]verbs.SGE, 64)
@@ -286,7 +299,7 @@ func (c *Conn) connParam() verbs.ConnParam {
 	d := connData{
 		Version:   connVersion,
 		Credits:   uint16(c.rqSize),
-		TargetSGL: verbs.RemoteBuf{Addr: c.tmr.Addr(), RKey: c.tmr.RKey(), Len: targetSGLEntries},
+		TargetSGL: verbs.RemoteBuf{Addr: c.tsglAddr, RKey: c.rmr.RKey(), Len: targetSGLEntries},
 		DataBuf:   verbs.RemoteBuf{Addr: c.rmr.Addr(), RKey: c.rmr.RKey(), Len: uint64(c.half)},
 	}
 	p := verbs.ConnParam{PrivateData: d.encode(), RetryCount: 7, RNRRetryCount: 7}
