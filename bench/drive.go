@@ -132,6 +132,12 @@ func (cl *client) openSession(ctx context.Context, t Test) (session, error) {
 	switch {
 	case t.Socket:
 		s = &tcpSession{cfg: cl.cfg, test: t, r: newRamp(maxSizeOf(cl.cfg, t))}
+	case t.Stream:
+		ss, err := newStreamClient(cl.cfg, t, prov)
+		if err != nil {
+			return nil, err
+		}
+		s, cl.dataPath = ss, ss.devs[0].Caps().DataPath
 	case t.Kind == Setup:
 		ss, err := newSetupClient(cl.cfg, prov)
 		if err != nil {

@@ -168,6 +168,9 @@ func TestTwoSides(t *testing.T) {
 		c := tiny("write-lat", "send-bw", "setup")
 		c.Transport = tr
 		cases[tr] = c
+		sc := tiny("stream-lat", "stream-bw")
+		sc.Transport = tr
+		cases["stream-"+tr] = sc
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -101,6 +101,8 @@ func (cl *client) method(t Test) string {
 	switch {
 	case t.Socket:
 		return "blocking socket I/O through Go's netpoller"
+	case t.Stream:
+		return "blocking stream.Conn Read and Write (rsocket's wire); the stream's progress goroutine waits on the CQ"
 	case t.Name == "write-lat" && !raceEnabled && !cl.cfg.Events:
 		return "detects the peer's WRITE by polling the buffer's last byte (perftest); " + poll
 	case t.Name == "write-lat":

@@ -176,6 +176,10 @@ func (sv *server) build(ctx context.Context, t Test, m message) (session, []stri
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if t.Stream {
+		s, addrs, err := newStreamServer(sv.cfg, t, provs, sv.listenAddr(m.Session))
+		return s, addrs, none, err
+	}
 	if t.Kind == Setup {
 		s, addrs, err := newSetupServer(sv.cfg, provs, sv.listenAddr(m.Session))
 		return s, addrs, none, err

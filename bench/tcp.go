@@ -19,12 +19,14 @@ import (
 // reads exactly what was sent. Each connection gets a goroutine per side,
 // as Go programs use sockets (tcp-lat threads go round their connections).
 type tcpSession struct {
-	cfg   *Config
-	test  Test
-	r     ramp
-	lns   []net.Listener // server: one per peer
-	addrs []string       // client: the server's listeners
-	conns []net.Conn     // this trial's connections, by index
+	cfg    *Config
+	test   Test
+	r      ramp
+	via    string         // the transport validation errors name: "tcp", or the stream's transport
+	server bool           // this is the server's side
+	lns    []net.Listener // server: one per peer
+	addrs  []string       // client: the server's listeners
+	conns  []net.Conn     // this trial's connections, by index
 }
 
 // connect remembers where the server listens; connections are made per
@@ -46,7 +48,7 @@ func (s *tcpSession) listenTCP(host string) ([]string, error) {
 			s.close()
 			return nil, err
 		}
-		s.lns = append(s.lns, ln)
+		s.lns, s.server = append(s.lns, ln), true
 		addrs = append(addrs, ln.Addr().String())
 	}
 	return addrs, nil
@@ -129,7 +131,7 @@ func (s *tcpSession) close() error {
 
 // active reports whether this side initiates.
 func (s *tcpSession) active() bool {
-	if s.lns == nil {
+	if !s.server {
 		return clientActive(s.cfg, s.test)
 	}
 	return serverActive(s.cfg, s.test)
@@ -172,6 +174,8 @@ func (s *tcpSession) jobs(tr *trial, g *gate) []job {
 // tcpConn is one connection of a trial with its buffers.
 type tcpConn struct {
 	idx      int
+	test     string
+	via      string
 	conn     net.Conn
 	r        ramp
 	size     int
@@ -183,7 +187,11 @@ type tcpConn struct {
 
 func (s *tcpSession) newConn(i int, tr *trial) *tcpConn {
 	n := int(tr.Size)
-	return &tcpConn{idx: i, conn: s.conns[i], r: s.r, size: n, validate: s.cfg.Validate,
+	via := s.via
+	if via == "" {
+		via = "tcp"
+	}
+	return &tcpConn{idx: i, test: s.test.Name, via: via, conn: s.conns[i], r: s.r, size: n, validate: s.cfg.Validate,
 		tx: make([]byte, n), rx: make([]byte, n)}
 }
 

@@ -36,7 +36,7 @@ func (c *tcpConn) check(b []byte, seq uint64) error {
 	err := c.r.check(b, seq)
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		ve.Test, ve.Transport, ve.Conn = "tcp", "tcp", c.idx
+		ve.Test, ve.Transport, ve.Conn = c.test, c.via, c.idx
 	}
 	return err
 }

@@ -42,6 +42,10 @@ type Test struct {
 	// Socket tests run over a plain TCP connection instead of the
 	// transport: they are the baseline every RDMA result is put beside.
 	Socket bool
+	// Stream tests run the socket baseline's loops over package stream's
+	// net.Conn on the transport: what a Go program gets from RDMA without
+	// writing verbs, beside the same loops over TCP.
+	Stream bool
 	// Op is the RDMA operation measured (SEND for send-*, WRITE for
 	// write-*, ...); unused by socket, reg and setup tests.
 	Op verbs.Opcode
@@ -70,6 +74,8 @@ var catalogue = []Test{
 		Summary: "8-byte fetch-and-add (or compare-and-swap, --atomic cas), one at a time; full completion time"},
 	{Name: "tcp-lat", Kind: Latency, Socket: true, Sample: stats.RoundTrip,
 		Summary: "ping-pong over a plain TCP connection on the same path; RTT/2"},
+	{Name: "stream-lat", Kind: Latency, Stream: true, Sample: stats.RoundTrip, Baseline: "tcp-lat",
+		Summary: "tcp-lat's ping-pong over a stream.Conn (rsocket's wire) on the transport; RTT/2"},
 	{Name: "write-bw", Kind: Bandwidth, Op: verbs.OpWrite, Baseline: "tcp-bw",
 		Summary: "stream of WRITEs, --tx-depth in flight per QP"},
 	{Name: "read-bw", Kind: Bandwidth, Op: verbs.OpRead, Baseline: "tcp-bw",
@@ -80,6 +86,8 @@ var catalogue = []Test{
 		Summary: "stream of 8-byte atomics, --tx-depth in flight per QP"},
 	{Name: "tcp-bw", Kind: Bandwidth, Socket: true,
 		Summary: "stream over a plain TCP connection on the same path"},
+	{Name: "stream-bw", Kind: Bandwidth, Stream: true, Baseline: "tcp-bw",
+		Summary: "tcp-bw's stream of --size writes over a stream.Conn on the transport (e.g. --size 64K,1M)"},
 	{Name: "reg", Kind: Register,
 		Summary: "register and deregister regions of each size, memory prefaulted or touched for the first time"},
 	{Name: "setup", Kind: Setup, Sizeless: true,
