@@ -86,6 +86,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return infoCmd(rest, stdout, stderr)
 	case "rping", "pingpong":
 		return interopCmd(ctx, cmd, rest, stdout, stderr)
+	case "rstream":
+		return rstreamCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return helpCmd(rest, stdout)
 	default:
@@ -102,6 +104,7 @@ Usage:
   goverbs info [flags]            transports and devices: capabilities, software or hardware
   goverbs rping [flags]           rping's protocol over iWARP: a peer of rping on Linux siw
   goverbs pingpong [flags]        ibv_rc_pingpong's protocol over RoCEv2: a peer of it on rxe
+  goverbs rstream [flags]         librdmacm's rstream over goverbs streams (rsocket's wire)
   goverbs help [command]          this text, or a command's flags
 
 Start with: goverbs bench
@@ -120,6 +123,8 @@ func helpCmd(args []string, stdout io.Writer) error {
 		printInfoUsage(stdout)
 	case "rping", "pingpong":
 		return interopHelp(args[0], stdout)
+	case "rstream":
+		printRstreamUsage(stdout)
 	default:
 		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
 	}
