@@ -34,6 +34,9 @@ var rules = map[string][]string{
 	"internal/devcore":   {"provider"}, // the queue rules soft and fabric share
 	"mem":                {"golang.org/x/sys"},
 
+	// the IB connection manager: its wire format and state machine, no I/O
+	"internal/ibcm": {"internal/wire/ib"},
+
 	// The core: the software device implements the SPI; the public API
 	// wraps any provider and never imports one.
 	"soft":  {"provider", "internal/keyspace", "internal/devcore"},
