@@ -24,6 +24,9 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
+	if qp.Type() == provider.QPTypeUD {
+		return provider.ConnInfo{}, errUDNotConnected
+	}
 	if err := qp.CheckConnectable(); err != nil {
 		return provider.ConnInfo{}, err
 	}

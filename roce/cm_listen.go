@@ -400,6 +400,9 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	if !ok || q.Device() != l.dev {
 		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
 	}
+	if q.Type() == provider.QPTypeUD {
+		return provider.ConnInfo{}, errUDNotConnected
+	}
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}

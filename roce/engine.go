@@ -2,6 +2,7 @@ package roce
 
 import (
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,9 +46,14 @@ type engine struct {
 	dev   counters         // packets no QP claimed, and socket errors
 	clock func() time.Time // time.Now; tests drive their own
 
-	mu      sync.Mutex // the turn; guards every field below it
-	inTurn  atomic.Bool
-	qps     map[uint32]*qpConn
+	mu     sync.Mutex // the turn; guards every field below it
+	inTurn atomic.Bool
+	qps    map[uint32]*qpConn
+	uds    map[uint32]*udQP // UD QPs (ud.go)
+	// gsi receives the MADs sent to QP1 (the IB CM's agent, ibcm.go);
+	// nil when no agent runs. Called with the turn held: it must not
+	// block.
+	gsi     func(src netip.AddrPort, mad []byte)
 	spare   []*qpConn // swap buffer for notify
 	timer   *time.Timer
 	timerAt time.Time // when timer fires; zero when stopped
@@ -85,6 +91,7 @@ func newEngine(cfg *config, conn PacketConn) *engine {
 		conn:  conn,
 		clock: time.Now,
 		qps:   make(map[uint32]*qpConn),
+		uds:   make(map[uint32]*udQP),
 		wake:  make(chan struct{}, 1),
 		quit:  make(chan struct{}),
 	}

@@ -104,6 +104,10 @@ func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
 		}
 		return
 	}
+	if len(data) >= ib.BTHLen && ib.Opcode(data[0]).Transport() == ib.TransportUD {
+		e.udPacket(src, data)
+		return
+	}
 	p, err := ib.ParsePacket(data)
 	var c *qpConn
 	if p.BTH != nil {

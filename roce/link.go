@@ -39,6 +39,7 @@ func (l *link) AdjustCaps(c *provider.Caps) {
 	c.MaxPrivateData = MaxPrivateData
 	c.PathMTU = l.cfg.PathMTU
 	c.MaxMsgSize = maxDMALen
+	c.UD = true
 }
 
 // Connect attaches qp for a Modify from INIT to RTR (ibv_rc_pingpong
@@ -46,6 +47,9 @@ func (l *link) AdjustCaps(c *provider.Caps) {
 // with no Addr, the IP in attr.AV.GID (an IPv4-mapped GID for IPv4, as
 // RoCEv2 GIDs are) at port 4791; or, with neither, this device itself.
 func (l *link) Connect(qp *soft.QP, attr *provider.QPAttr) (soft.Endpoint, error) {
+	if qp.Type() == provider.QPTypeUD {
+		return l.connectUD(qp)
+	}
 	peer, err := l.peerAddr(attr.AV)
 	if err != nil {
 		return nil, err

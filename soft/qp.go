@@ -28,6 +28,9 @@ type QP struct {
 	sendCQ, recvCQ *CQ
 	cap            provider.QPCap
 	sigAll         bool
+	typ            provider.QPType // fixed at creation
+
+	qkey atomic.Uint32 // attr.QKey of a UD QP, for the link's receive path
 
 	remoteAccess atomic.Uint32 // attr.Access, for the responder
 	stateMirror  atomic.Uint32 // state, for lock-free readers
@@ -48,10 +51,13 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 		return nil, err
 	}
 	c := init.Cap
+	if err := d.checkQPType(init.Type); err != nil {
+		return nil, err
+	}
 	if err := d.count(&d.nQP, d.caps.MaxQP, "queue pairs"); err != nil {
 		return nil, err
 	}
-	qp := &QP{dev: d, pd: p, sendCQ: scq, recvCQ: rcq, cap: c, sigAll: init.SignalAll}
+	qp := &QP{dev: d, pd: p, sendCQ: scq, recvCQ: rcq, cap: c, sigAll: init.SignalAll, typ: init.Type}
 	qp.sq.init(c)
 	qp.rq.init(c)
 	qp.resetAttrLocked()
@@ -139,6 +145,9 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	}
 	cur := qp.state
 	next, err := devcore.CheckModify(cur, attr, mask, &qp.dev.caps)
+	if qp.typ == provider.QPTypeUD {
+		next, err = checkUDModify(cur, attr, mask, &qp.dev.caps)
+	}
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -172,6 +181,10 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	devcore.ApplyAttr(&qp.attr, attr, mask)
 	if mask&provider.AttrAccessFlags != 0 {
 		qp.remoteAccess.Store(uint32(attr.Access))
+	}
+	if mask&provider.AttrQKey != 0 {
+		qp.attr.QKey = attr.QKey
+		qp.qkey.Store(attr.QKey)
 	}
 	qp.setStateLocked(next)
 	ep = qp.ep

@@ -36,6 +36,8 @@ type RecvResult struct {
 	Imm             uint32
 	Flags           provider.WCFlags
 	InvalidatedRKey uint32
+	// SrcQP is the sender's QP of a UD receive.
+	SrcQP uint32
 }
 
 // recvQueue is the receive ring; same indexing as sendQueue.
@@ -169,7 +171,7 @@ func (qp *QP) completeRecvLocked(w *RecvWQE, r RecvResult) {
 	w.e.Finish(r.Status, 0)
 	w.wc = provider.WorkCompletion{
 		WRID: w.ID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, QPN: qp.qpn,
-		ByteLen: r.ByteLen, Imm: r.Imm, InvalidatedRKey: r.InvalidatedRKey,
+		ByteLen: r.ByteLen, Imm: r.Imm, InvalidatedRKey: r.InvalidatedRKey, SrcQP: r.SrcQP,
 	}
 	if r.Status != provider.StatusSuccess && qp.state != provider.StateErr {
 		qp.enterErrLocked()

@@ -31,3 +31,25 @@ func checkUDSends(wrs []SendWR) error {
 	}
 	return nil
 }
+
+// GobEncode lets a SendWR cross a process boundary in encoding/gob (the
+// conformance suite's remote peer): a handle travels as its address; the
+// receiving process resolves it again with CreateAH.
+func (ah *AddressHandle) GobEncode() ([]byte, error) {
+	b := make([]byte, 0, 16+2+len(ah.av.Addr))
+	b = append(b, ah.av.GID[:]...)
+	b = append(b, ah.av.TrafficClass, ah.av.HopLimit)
+	return append(b, ah.av.Addr...), nil
+}
+
+// GobDecode is GobEncode's inverse; the handle is unresolved.
+func (ah *AddressHandle) GobDecode(b []byte) error {
+	if len(b) < 18 {
+		return fmt.Errorf("%w: address handle encoding of %d bytes", ErrInvalidArgument, len(b))
+	}
+	*ah = AddressHandle{}
+	copy(ah.av.GID[:], b[:16])
+	ah.av.TrafficClass, ah.av.HopLimit = b[16], b[17]
+	ah.av.Addr = string(b[18:])
+	return nil
+}
