@@ -60,6 +60,20 @@
 // WR that caused it may already have completed successfully. A connection
 // whose peer offers IRD 0 cannot probe and completes locally.
 //
+// Between goverbs peers (capability bit 0x40) a message that consumes a
+// receive — SEND, SEND_WITH_IMM, SEND_WITH_INV, WRITE_WITH_IMM — needs no
+// probe: the receiver confirms it with a Placed notice, and its receive
+// completion becomes pollable only once that notice is handed to the
+// socket, as a RoCE responder's ACK precedes its receive completion. So a
+// responder whose process ends right after it polled a receive (os.Exit,
+// log.Fatal, a crash) has already confirmed the SEND it holds, and the
+// sender completes it with SUCCESS. The receives filled in one pass over
+// the stream, up to the point where the receive goroutine would wait (at
+// most 32), share one notice and one write; its count also confirms every
+// earlier WRITE. A SEND ping-pong thus moves two FPDUs per direction (the
+// SEND and the peer's notice) instead of three (SEND, probe, probe
+// response), and the receive completion waits for one small write.
+//
 // A READ completes when the last response byte is placed; an atomic, FLUSH
 // or ATOMIC WRITE when its response arrives. A receive completion of a
 // SEND or of a WRITE_WITH_IMM's immediate data implies every earlier WRITE
@@ -120,19 +134,24 @@
 // discarding unread bytes first so that the close is a FIN, not a reset.
 // No notice follows a Terminate, either way, or a lost connection.
 //
-// A process that exits without closing its QPs or device sends no notice:
-// Go runs no finalizers and no engine code at exit, and the kernel closes
-// the socket, with a reset if bytes were unread (a probe) and a FIN if
-// not. Neither proves anything was placed: a FIN shows only that every
+// A process that exits without closing its QPs or device sends no Final
+// notice: Go runs no finalizers and no engine code at exit, and the kernel
+// closes the socket, with a reset if bytes were unread (a probe) and a FIN
+// if not. Neither proves anything was placed: a FIN shows only that every
 // byte was read out of the socket, and the receive goroutine reads ahead
 // into its buffer before it parses and places, so a process may exit
 // between reading a message and placing it and still send a FIN (TCP's
-// acknowledgements say even less: that the kernel got the bytes). A WR
-// whose probe was not answered when the peer's process exited therefore
-// completes with StatusRetryExcErr (or StatusWRFlushErr after the first)
-// although the peer may have placed it. A responder that must not leave
-// its peer unsure closes its QP or device (or calls QP.Disconnect) before
-// it exits.
+// acknowledgements say even less: that the kernel got the bytes). What
+// the application saw complete into a receive queue was confirmed before
+// it could see it (the Placed notice above), so a SEND whose receive the
+// peer polled completes with SUCCESS however the peer's process ends. A
+// WRITE that nothing after it confirmed (no later SEND, no answered probe
+// or request) when the peer's process exited completes with
+// StatusRetryExcErr (or StatusWRFlushErr after the first) although the
+// peer may have placed it; a responder that must not leave its peer unsure
+// of such WRITEs closes its QP or device (or calls QP.Disconnect) before
+// it exits, or the requester ends its WRITEs with a SEND or WRITE_WITH_IMM
+// that the responder's application waits for.
 //
 // # Connection management
 //
@@ -192,6 +211,15 @@
 //     pad and CRC included) that the sender wholly handled in order; sent
 //     once, as the last FPDU before a graceful FIN, after every owed
 //     response. See "Errors and Terminate" and wireext.go.
+//   - The Placed notice (capability bit 0x40): private RDMAP opcode 0xD on
+//     QN 2 (ATOMIC WRITE's opcode, told apart by the queue), with the
+//     Final notice's layout and count, sent while the stream goes on:
+//     before the receiver completes any receive, one notice covering the
+//     receives it filled since the last, so a SEND that consumed a receive
+//     needs no probe. Every QN 2 message carries MSN 1, as RFC 5040 gives
+//     the Terminate. The counters placed_notices_sent and
+//     placed_notices_received count them. See "Completions and ordering"
+//     and wireext.go.
 //
 // Against a peer that did not announce an extension (Linux siw never
 // does), a WR that needs it completes with StatusLocQPOpErr, VendorErr

@@ -53,10 +53,11 @@ type endpoint struct {
 	rnrBudget time.Duration
 	remote    string
 
-	tx tx
-	rx rxState
-	fl flight
-	rq respQueue
+	tx   tx
+	rx   rxState
+	fl   flight
+	rq   respQueue
+	acks ackQueue // receives held back for their Placed notice
 
 	gateOpen    atomic.Bool   // the responder may send (RFC 5044 §7.1.1)
 	recvWake    chan struct{} // a receive was posted
@@ -111,6 +112,7 @@ func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
 	depth := int(qp.Attr().Cap.MaxSendWR)
 	e.fl.init(depth, p.ord)
 	e.rq.init(p.ird)
+	e.acks.init(int(qp.Attr().Cap.MaxRecvWR))
 	e.tx.init(p.initiator)
 	e.rx.init()
 	e.probeTimer = time.AfterFunc(time.Hour, e.onProbeTimer)
@@ -245,6 +247,10 @@ func (e *endpoint) finalize() {
 	e.fl.abortLocked(first)
 	e.fl.mu.Unlock()
 	e.retire()
+	// The receives still held back were placed: what covers them for the
+	// peer (the Final notice, the Terminate that blames a later message)
+	// is written, or was never going to be (a lost peer).
+	e.acks.release(e.qp, ^uint64(0))
 	if rw := e.rx.cur; rw != nil {
 		e.rx.cur = nil
 		e.qp.CompleteRecv(rw, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
@@ -267,6 +273,7 @@ type counters struct {
 	txFPDUs, txBytes, rxFPDUs, rxBytes atomic.Uint64
 	rnrWaits, rnrFailures, probes      atomic.Uint64
 	termSent, termRecv                 atomic.Uint64
+	noticesSent, noticesRecv           atomic.Uint64 // Placed notices
 }
 
 // Counters implements provider.CounterSource.
@@ -288,6 +295,8 @@ func (e *endpoint) Counters() []provider.Counter {
 		{Name: "probes", Value: c.probes.Load()},
 		{Name: "terminates_sent", Value: c.termSent.Load()},
 		{Name: "terminates_received", Value: c.termRecv.Load()},
+		{Name: "placed_notices_sent", Value: c.noticesSent.Load()},
+		{Name: "placed_notices_received", Value: c.noticesRecv.Load()},
 		{Name: "crc", Value: b2u(e.crc)},
 		{Name: "ird", Value: uint64(e.ird)},
 		{Name: "ord", Value: uint64(e.ord)},

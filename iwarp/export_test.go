@@ -13,3 +13,9 @@ const FeatureFinal = featureFinal
 
 // OpFinal is the Final notice's RDMAP opcode (on QN 2).
 const OpFinal = opFinal
+
+// FeaturePlaced is the capability bit of the Placed notice (wireext.go).
+const FeaturePlaced = featurePlaced
+
+// OpPlaced is the Placed notice's RDMAP opcode (on QN 2).
+const OpPlaced = opPlaced

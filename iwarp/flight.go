@@ -71,6 +71,11 @@ type flight struct {
 	unconfSig  int  // ... of which signalled
 	probeDue   bool // the idle timer asked for a probe
 	aborted    bool
+	// noticed is one past the newest plain entry the peer's Placed
+	// notice will confirm (featurePlaced: a message that consumes a
+	// receive there), 0 if none: no probe is needed for it or for the
+	// entries before it.
+	noticed uint64
 }
 
 func (f *flight) init(sqDepth, ord int) {
@@ -151,7 +156,13 @@ func (f *flight) confirmLocked(pos uint64) {
 func (f *flight) confirmPlacedLocked(placed uint64) {
 	for p := f.tail; p < f.head; p++ {
 		e := f.at(p)
-		if e.kind == kindPlain && !e.done && e.end != 0 && e.end <= placed {
+		if e.done {
+			continue
+		}
+		if e.end == 0 || e.end > placed {
+			return // messages end in window order: none after covered either
+		}
+		if e.kind == kindPlain {
 			e.done, e.st = true, provider.StatusSuccess
 			f.unconf--
 			if e.signal {
@@ -216,22 +227,35 @@ func (f *flight) needProbeLocked(ord int, more bool) bool {
 	if f.unconf == 0 || f.probes > 0 && !more || f.wireOut >= ord || f.aborted {
 		return false
 	}
-	if f.rtail != f.rhead {
-		// A response is awaited; entries after the newest awaited one
-		// still need a probe.
-		last := f.resp[(f.rhead-1)%uint64(len(f.resp))]
-		if !f.unconfirmedAfterLocked(last) {
-			return false
-		}
+	if f.coveredLocked() {
+		return false
 	}
 	return f.unconfSig > 0 || f.probeDue || f.unconf >= max(1, (len(f.ents)-2)/4)
+}
+
+// coveredLocked reports whether something the peer sends anyway will
+// confirm every unconfirmed plain entry: the response to a later request
+// still awaited, or the Placed notice of a later message that consumes a
+// receive (the peer handles its stream in order, so either confirms what
+// came before it).
+// Precondition: f.mu is held.
+func (f *flight) coveredLocked() bool {
+	var last uint64
+	have := false
+	if f.rtail != f.rhead {
+		last, have = f.resp[(f.rhead-1)%uint64(len(f.resp))], true
+	}
+	if f.noticed > f.tail && (!have || f.noticed-1 > last) {
+		last, have = f.noticed-1, true
+	}
+	return have && !f.unconfirmedAfterLocked(last)
 }
 
 // unconfirmedAfterLocked reports whether a plain entry after pos is not
 // yet confirmed.
 // Precondition: f.mu is held.
 func (f *flight) unconfirmedAfterLocked(pos uint64) bool {
-	for p := pos + 1; p < f.head; p++ {
+	for p := max(pos+1, f.tail); p < f.head; p++ {
 		if e := f.at(p); e.kind == kindPlain && !e.done {
 			return true
 		}

@@ -58,9 +58,12 @@ type rxState struct {
 	timer              *time.Timer
 
 	// handled is how many bytes of the peer's stream were wholly handled
-	// (whole FPDUs, in order): the Final notice reports it. The send
-	// goroutine reads it once rxQuiet is closed.
+	// (whole FPDUs, in order): the Placed and Final notices report it. The
+	// send goroutine reads it once rxQuiet is closed.
 	handled uint64
+	// unasked is how many receives were held back (recvDone) since the
+	// last Placed notice was asked for.
+	unasked int
 }
 
 func (x *rxState) init() {
@@ -95,12 +98,17 @@ func (e *endpoint) rxLoop() {
 
 func (e *endpoint) rxRun() error {
 	for !e.stopped.Load() {
-		if e.rx.r == e.rx.w && e.raw != nil && !e.raw.busyPoll() {
-			// Everything received is handled and the next read will
-			// most likely find nothing and park: let a goroutine that
-			// what we placed has made runnable (a CQ waiter, a poller
-			// whose sleep is over) run first, before the read.
-			runtime.Gosched()
+		if e.rx.r == e.rx.w {
+			// Everything received is handled: the receives it filled
+			// complete once their Placed notice is written.
+			e.askNotice()
+			if e.raw != nil && !e.raw.busyPoll() {
+				// The next read will most likely find nothing and
+				// park: let a goroutine that what we placed has made
+				// runnable (a CQ waiter, a poller whose sleep is
+				// over) run first, before the read.
+				runtime.Gosched()
+			}
 		}
 		if err := e.rxFPDU(); err != nil {
 			return err
@@ -152,7 +160,10 @@ func (e *endpoint) discardReadable() {
 }
 
 // readSock reads what is available into p, waiting for at least a byte.
+// Receives held back get their Placed notice first: the wait may be for
+// the peer, which waits for the notice.
 func (e *endpoint) readSock(p []byte) (int, error) {
+	e.askNotice()
 	if e.raw != nil {
 		x := &e.rx
 		x.iov = append(x.iov[:0], p)
@@ -212,6 +223,9 @@ func (e *endpoint) rxFPDU() error {
 	x.mid = false
 	if err == nil {
 		x.handled += uint64(flen)
+		if x.unasked >= placedBatch {
+			e.askNotice()
+		}
 	}
 	return err
 }
@@ -284,9 +298,9 @@ func (e *endpoint) saveHdr(u []byte) {
 // checkHeader validates the headers at the start of u, the goverbs private
 // opcodes included, and returns the opcode and header length.
 func (e *endpoint) checkHeader(u []byte) (iw.Opcode, int, error) {
-	if isFinal(u) {
-		n, err := checkFinal(u, e.ext)
-		return opFinal, n, err
+	if op, ok := noticeOp(u); ok {
+		n, err := checkNotice(u, op, e.ext)
+		return op, n, err
 	}
 	if len(u) >= 2 {
 		op := iw.RDMAPControl(u[1]).Opcode()

@@ -32,8 +32,13 @@ func (e *endpoint) rxMessage(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c) 
 			Code: iw.CodeDDPUntaggedInvalidMO}, "%v: MO %d, L %t", op, h.MO(), h.Control().Last()))
 	}
 	rdmap := hdr[iw.DDPUntaggedHeaderSize:]
-	if h.QN() == iw.QNTerminate && op == opFinal {
-		return e.rxFinal(rdmap)
+	if h.QN() == iw.QNTerminate {
+		switch op {
+		case opFinal:
+			return e.rxFinal(rdmap)
+		case opPlaced:
+			return e.rxPlaced(rdmap)
+		}
 	}
 	switch op {
 	case iw.OpReadRequest:
@@ -234,7 +239,7 @@ func (e *endpoint) deliver() error {
 		res.Flags |= provider.WCWithInv
 		res.InvalidatedRKey = x.curRsvd
 	}
-	e.qp.CompleteRecv(rw, res)
+	e.recvDone(rw, res)
 	return nil
 }
 
@@ -275,6 +280,9 @@ func (e *endpoint) waitRecv() (*soft.RecvWQE, bool) {
 		return rw, fault
 	}
 	e.ctr.rnrWaits.Add(1)
+	// The application may post the receive only after it saw those held
+	// back: they get their Placed notice before the wait.
+	e.askNotice()
 	t := e.rx.timer
 	t.Reset(e.rnrBudget)
 	defer t.Stop()
@@ -313,6 +321,6 @@ func (e *endpoint) rxImmediate(op iw.Opcode, h iw.DDPUntagged, data []byte) erro
 	}
 	x.msn0++
 	x.lastWrite = 0
-	e.qp.CompleteRecv(rw, res)
+	e.recvDone(rw, res)
 	return nil
 }

@@ -52,6 +52,7 @@ func (e *endpoint) placeSegs(pieces [][]byte, payload []byte, crc *iw.CRC32c, n 
 		done = k
 	}
 	for done < n {
+		e.askNotice() // the read below may wait for the peer
 		x.r, x.w = 0, 0
 		x.iov = appendRange(x.iov[:0], pieces, uint64(done), uint64(n-done))
 		x.iov = append(x.iov, x.b[:x.ra])
@@ -145,6 +146,7 @@ func (e *endpoint) placeWrite(stag uint32, to uint64, payload []byte, crc *iw.CR
 		if done == n {
 			return nil
 		}
+		e.askNotice()
 		if err := e.raw.waitReadable(); err != nil {
 			return err
 		}

@@ -208,6 +208,19 @@ func (e *endpoint) rxFinal(b []byte) error {
 	return errStopped
 }
 
+// rxPlaced handles the peer's Placed notice (featurePlaced): the peer
+// handled the first placed bytes of our stream, in order, so the WRITEs
+// and SENDs they cover complete with SUCCESS now.
+func (e *endpoint) rxPlaced(b []byte) error {
+	e.ctr.noticesRecv.Add(1)
+	placed := binary.BigEndian.Uint64(b)
+	e.fl.mu.Lock()
+	e.fl.confirmPlacedLocked(placed)
+	e.fl.mu.Unlock()
+	e.retire()
+	return nil
+}
+
 // errPeerEnded is the cause of the disconnect a Final notice announces.
 var errPeerEnded = errors.New("the peer ended the connection")
 

@@ -307,6 +307,12 @@ func (s *session) expectProbe() {
 	s.expect(pcapgen.FromServer, "0x02", 1, 0, 0, "", 0, 0)
 }
 
+// expectPlaced adds the Placed notice by which the responder confirms a
+// message that consumed a receive, instead of a probe and its response.
+func (s *session) expectPlaced() {
+	s.expect(pcapgen.FromServer, "0x0d", 1, 0, 0, "2", 1, 0)
+}
+
 // expectRequest adds a QN 1 request and its Atomic Response.
 func (s *session) expectRequest(op string) {
 	s.expect(pcapgen.FromClient, op, 1, 0, 0, "1", s.msn1, 0)
@@ -376,7 +382,7 @@ func (s *session) run() [2][]string {
 		s.recv(1024)
 		s.do(step.wr, verbs.StatusSuccess)
 		s.expectSend(step.op, step.n)
-		s.expectProbe()
+		s.expectPlaced()
 		if wc := pollOne(t, s.ctx, s.cqb); wc.Status != verbs.StatusSuccess || int(wc.ByteLen) != step.n ||
 			wc.Flags&verbs.WCWithInv != 0 && wc.InvalidatedRKey != step.inval {
 			t.Fatalf("%s received as %+v", step.op, wc)
@@ -397,7 +403,7 @@ func (s *session) run() [2][]string {
 		s.expectTagged(c, "0x00", rkey, base+2048, 8)
 		s.expect(c, op, 1, 0, 0, "0", s.msn0, 0)
 		s.msn0++
-		s.expectProbe()
+		s.expectPlaced()
 		if wc := pollOne(t, s.ctx, s.cqb); wc.Opcode != verbs.WCRecvRDMAImm || wc.Imm != 0xabcdef01 || wc.ByteLen != 8 {
 			t.Fatalf("WRITE_WITH_IMM received as %+v", wc)
 		}

@@ -81,6 +81,11 @@ type batch struct {
 	// stream offset just past it (see flightEnt.end).
 	msgEnds [maxSlots]msgEnd
 	nends   int
+	// A Placed notice heads the batch when hasAck: once its ackEnd bytes
+	// are written, the held receives below ackUpTo complete.
+	hasAck  bool
+	ackEnd  int
+	ackUpTo uint64
 }
 
 // msgEnd is where a flight entry's message ends in the stream.
@@ -114,7 +119,7 @@ func (b *batch) reset() {
 	clear(b.bufs)
 	b.bufs, b.rem = b.bufs[:0], nil
 	b.nslot, b.bytes, b.fpdus, b.written, b.jobsDone, b.nends = 0, 0, 0, 0, 0, 0
-	b.hasSent = false
+	b.hasSent, b.hasAck = false, false
 }
 
 // wakeTx makes the send goroutine run the engine.
@@ -194,6 +199,7 @@ func (e *endpoint) drain(block bool, budget int) (more bool) {
 			n, err := e.writeSock(t.b.rem, block)
 			written += n
 			t.b.consume(n)
+			e.ackWritten()
 			switch {
 			case err == errWouldBlock:
 				return true
@@ -250,6 +256,7 @@ func (e *endpoint) writeSock(bufs [][]byte, block bool) (int, error) {
 // Precondition: e.tx.mu is held.
 func (e *endpoint) batchDone() {
 	b := &e.tx.b
+	e.ackWritten()
 	e.ctr.txFPDUs.Add(uint64(b.fpdus))
 	e.ctr.txBytes.Add(uint64(b.bytes))
 	e.tx.streamOff += uint64(b.bytes)
@@ -277,6 +284,9 @@ func (e *endpoint) build() bool {
 		return false
 	}
 	b := &t.b
+	if e.ext&featurePlaced != 0 {
+		e.emitPlaced()
+	}
 	for b.room() {
 		if !t.cur.active && !e.pickNext(&t.cur) {
 			break
@@ -305,6 +315,37 @@ func (e *endpoint) build() bool {
 	return true
 }
 
+// emitPlaced puts the Placed notice the receive goroutine asked for, if
+// any, at the head of the batch being built. The batch is empty, so the
+// notice starts at an FPDU boundary whatever message is in progress: a
+// QN 2 message may come between the segments of another.
+// Precondition: e.tx.mu is held and the batch is empty.
+func (e *endpoint) emitPlaced() {
+	placed, upTo, ok := e.acks.take()
+	if !ok {
+		return
+	}
+	b := &e.tx.b
+	s := b.slot()
+	n := putPlacedNotice(s[iw.ULPDULengthSize:], placed)
+	b.bufs = append(b.bufs, s[:iw.ULPDULengthSize+n])
+	e.appendFPDU(s, n, len(b.bufs)-1)
+	b.hasAck, b.ackEnd, b.ackUpTo = true, b.bytes, upTo
+	e.ctr.noticesSent.Add(1)
+}
+
+// ackWritten completes the receives the batch's Placed notice covers once
+// the notice is wholly written: from then on the peer learns they were
+// placed even if this process ends at once.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) ackWritten() {
+	b := &e.tx.b
+	if b.hasAck && b.written >= b.ackEnd {
+		b.hasAck = false
+		e.acks.release(e.qp, b.ackUpTo)
+	}
+}
+
 // idle arms the probe timer when unsignalled messages wait for a
 // confirmation that nothing else will bring.
 // Precondition: e.tx.mu is held.
@@ -313,7 +354,7 @@ func (e *endpoint) idle() {
 		return
 	}
 	e.fl.mu.Lock()
-	arm := e.fl.unconf > 0 && e.fl.probes == 0
+	arm := e.fl.unconf > 0 && e.fl.probes == 0 && !e.fl.coveredLocked()
 	e.fl.mu.Unlock()
 	// Arm once and let it fire: resetting a timer on every idle moment
 	// would wake the netpoller thread each time (the timer moves earlier

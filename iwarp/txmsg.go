@@ -326,6 +326,11 @@ func (e *endpoint) startWQE(m *txMsg, w *soft.SendWQE) {
 	}
 	e.fl.mu.Lock()
 	m.pos, m.hasPos = e.fl.addLocked(ent), true
+	if ent.msn0 != 0 && e.ext&featurePlaced != 0 {
+		// It consumes a receive: the peer's Placed notice will confirm
+		// it, and everything before it.
+		e.fl.noticed = m.pos + 1
+	}
 	e.fl.mu.Unlock()
 }
 

@@ -64,9 +64,18 @@ const connInfoSize = 8
 // probe's response, is never sent.
 const featureFinal iw.Features = 0x20
 
+// featurePlaced is a goverbs capability bit: the peer confirms what it
+// placed with Placed notices (see below) while the connection runs, and
+// completes a receive only once the notice covering its message is handed
+// to its socket. A requester then needs no probe for a SEND,
+// SEND_WITH_IMM, SEND_WITH_INV or WRITE_WITH_IMM, and a responder whose
+// process ends right after its application polled a receive has already
+// confirmed the message that receive holds.
+const featurePlaced iw.Features = 0x40
+
 // ourFeatures are the extensions this implementation offers.
 const ourFeatures = iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush |
-	iw.FeatureAtomicWrite | featureConnInfo | featureFinal
+	iw.FeatureAtomicWrite | featureConnInfo | featureFinal | featurePlaced
 
 // The Final notice (featureFinal) is the last message of a stream that
 // ends gracefully, after every answer the sender owed (Read and Atomic
@@ -83,17 +92,53 @@ const ourFeatures = iw.FeatureAtomics | iw.FeatureImmediate | iw.FeatureFlush |
 // SUCCESS every WRITE, SEND and WRITE_WITH_IMM whose last FPDU ends at or
 // before that offset; what ends after it was never handled and flushes.
 // Opcode 0xC is FLUSH's on QN 1: the queue number tells them apart.
+//
+// The Placed notice (featurePlaced) has the same layout and meaning of
+// Placed, with opcode 0xD (ATOMIC WRITE's on QN 1), and does not end the
+// stream:
+//
+//	0xD  Placed notice          QN 2, MSN 1, MO 0, one segment,
+//	                            8-byte header: Placed(8)
+//
+// The receiver of a message that consumes a receive (Send, Send with
+// Invalidate or Solicited Event, 0xE/0xF, the Immediate Data of a
+// WRITE_WITH_IMM) sends one before it completes that receive, so the
+// completion's owner can never see it before the notice is on the wire.
+// Several receives handled in one pass over the stream (before the
+// receiver next waits on its socket, at most placedBatch of them) share
+// one notice, whose Placed covers them all. The sender of the message
+// completes with SUCCESS every WRITE, SEND and WRITE_WITH_IMM ending at or
+// before Placed (requests stay open for their own responses) and sends no
+// probe for the messages a notice will confirm. Placed counts grow from
+// notice to notice; the Final notice, if one follows, is the last count.
+// Every message on QN 2 carries MSN 1, as RFC 5040 gives the Terminate,
+// which may follow any notice; receivers do not check MSNs on QN 2.
 const (
 	opFinal        iw.Opcode = 0xC
+	opPlaced       iw.Opcode = 0xD
 	finalNoticeHdr           = 8
 	finalFPDUMax             = iw.ULPDULengthSize + iw.DDPUntaggedHeaderSize + finalNoticeHdr + iw.MaxTrailerSize
 )
 
-// isFinal reports whether the untagged segment u (at least a DDP header)
-// is a Final notice.
-func isFinal(u []byte) bool {
-	return len(u) >= iw.DDPUntaggedHeaderSize && !iw.DDPControl(u[0]).Tagged() &&
-		iw.RDMAPControl(u[1]).Opcode() == opFinal && iw.DDPUntagged(u).QN() == iw.QNTerminate
+// noticeOp reports whether the untagged segment u (at least a DDP header)
+// is a Final or Placed notice, and which.
+func noticeOp(u []byte) (iw.Opcode, bool) {
+	if len(u) < iw.DDPUntaggedHeaderSize || iw.DDPControl(u[0]).Tagged() || iw.DDPUntagged(u).QN() != iw.QNTerminate {
+		return 0, false
+	}
+	switch op := iw.RDMAPControl(u[1]).Opcode(); op {
+	case opFinal, opPlaced:
+		return op, true
+	}
+	return 0, false
+}
+
+// putPlacedNotice writes the ULPDU of a Placed notice into u (at least
+// iw.DDPUntaggedHeaderSize + finalNoticeHdr bytes) and returns its length.
+func putPlacedNotice(u []byte, placed uint64) int {
+	iw.DDPUntagged(u).Encode(&iw.DDPUntaggedFields{Last: true, Opcode: opPlaced, QN: iw.QNTerminate, MSN: 1})
+	binary.BigEndian.PutUint64(u[iw.DDPUntaggedHeaderSize:], placed)
+	return iw.DDPUntaggedHeaderSize + finalNoticeHdr
 }
 
 // buildFinal encodes the whole Final notice FPDU into dst and returns its
@@ -145,9 +190,13 @@ func privateQN(op iw.Opcode) uint32 {
 	return iw.QNReadRequest
 }
 
-// checkFinal validates the headers of a Final notice as checkPrivate does
-// and returns the header length.
-func checkFinal(u []byte, have iw.Features) (int, error) {
+// checkNotice validates the headers of a Final or Placed notice as
+// checkPrivate does and returns the header length.
+func checkNotice(u []byte, op iw.Opcode, have iw.Features) (int, error) {
+	need, name := featureFinal, "Final"
+	if op == opPlaced {
+		need, name = featurePlaced, "Placed"
+	}
 	switch {
 	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
 		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
@@ -155,12 +204,12 @@ func checkFinal(u []byte, have iw.Features) (int, error) {
 	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
 		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
 			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
-	case have&featureFinal == 0:
+	case have&need == 0:
 		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnexpectedOpcode,
-			"Final notice, which the peer did not announce")
+			"%s notice, which the peer did not announce", name)
 	case len(u) < iw.DDPUntaggedHeaderSize+finalNoticeHdr:
 		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnspecified,
-			"Final notice header needs %d bytes", finalNoticeHdr)
+			"%s notice header needs %d bytes", name, finalNoticeHdr)
 	}
 	return iw.DDPUntaggedHeaderSize + finalNoticeHdr, nil
 }
