@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 		return dev, "127.0.0.1:0", err
 	}, conformance.WithCallHook(iwarp.RaceSync))
 	maybeServeBWPeer()
+	maybeServeExitPeer()
 	// Peer processes inherit the environment: spare each the race
 	// detector's one-second sleep at exit (GORACE atexit_sleep_ms).
 	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
