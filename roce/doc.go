@@ -129,7 +129,19 @@
 //     an rxe responder this is still correct: rxe acknowledges AckReq
 //     packets and duplicates.
 //   - The responder acknowledges a batch of AckReq packets with one ACK.
-//   - RC only (no UC, UD or XRC), the default partition only.
+//   - RC and UD (no UC or XRC), the default partition only.
+//
+// # UD queue pairs
+//
+// A QP created with verbs.QPTypeUD (INIT with a Q_Key, RTR, RTS with a
+// send PSN) sends each WR as one SEND_ONLY datagram (BTH, DETH, ImmDt) of
+// at most the device's path MTU to the address handle's UDP address, and
+// completes it once the datagram is in the socket; a longer one completes
+// with LOC_LEN_ERR. A received datagram must carry the QP's Q_Key; its
+// receive gets rxe's 40-byte GRH and then the payload, and names the
+// sender's QP. Datagrams for QP1 (the GSI) go to the IB connection
+// manager's agent when one runs (internal/ibcm), and are dropped and
+// counted otherwise. See ud.go.
 //
 // # Deregister and peer READs
 //
