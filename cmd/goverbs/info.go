@@ -84,7 +84,10 @@ func infoCmd(args []string, stdout, stderr io.Writer) error {
 		return writeInfos(stdout, *asJSON, infos, nil)
 	}
 	fab := probeFabric()
-	return writeInfos(stdout, *asJSON, infos, &fab)
+	if err := writeInfos(stdout, *asJSON, infos, &fab); err != nil {
+		return err
+	}
+	return writeVerbsInfo(stdout, *asJSON)
 }
 
 // writeInfos prints the transports' reports, and libfabric's when fab is
