@@ -23,9 +23,10 @@ import (
 // the payload, and the completion names the sender's QP. A datagram that
 // finds no receive, a wrong Q_Key or a QP not ready is dropped and counted.
 //
-// Sends do not take the engine's turn: a UD SEND needs no state of the
-// turn's, and the poster's goroutine writes it at once (sendMu makes one
-// sender at a time; pending hands work to it, see SendReady). Receives
+// Sends are built on the poster's goroutine, outside the turn (a UD SEND
+// needs no state of the turn's; sendMu makes one sender at a time and
+// pending hands work to it, see SendReady); only the socket write takes
+// the turn, which owns the socket seam. Receives
 // are placed by the turn that parsed them, like RC requests.
 type udQP struct {
 	e   *engine
@@ -148,8 +149,7 @@ func (u *udQP) send(w *soft.SendWQE) provider.Status {
 	ib.PutICRC(u.trailer[pad:], crc)
 	u.pieces[len(u.pieces)-1] = u.trailer[:pad+ib.ICRCLen]
 	u.msgs[0] = Message{Buffers: u.pieces, Addr: dst}
-	raceSend(dst)
-	if _, err := u.e.conn.WriteBatch(u.msgs[:]); err != nil {
+	if err := u.e.writeDatagram(u.msgs[:]); err != nil {
 		// Unreliable: a datagram the socket refused is a datagram lost.
 		u.ctr.inc(ctrTxErrors)
 		u.e.dev.inc(ctrTxErrors)
@@ -160,6 +160,23 @@ func (u *udQP) send(w *soft.SendWQE) provider.Status {
 	}
 	u.msgs[0] = Message{}
 	return provider.StatusSuccess
+}
+
+// writeDatagram sends ms from the device's socket. The socket seam is
+// written only by the turn's holder, so it takes the turn, as sendProbe
+// does; no UD sender holds the turn when it gets here (the soft device
+// calls SendReady from posting, Modify and CompleteSend, never from a
+// turn).
+func (e *engine) writeDatagram(ms []Message) error {
+	e.mu.Lock()
+	err := errEngineClosed
+	if !e.stopped {
+		raceSend(ms[0].Addr)
+		_, err = e.conn.WriteBatch(ms)
+	}
+	e.mu.Unlock()
+	e.kick() // work queued while we held the turn's lock
+	return err
 }
 
 // RecvReady implements soft.Endpoint: a datagram that found no receive
