@@ -1,189 +1,29 @@
 package roce_test
 
 import (
-	"bufio"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// exitPeerEnv starts this test binary as the server of
-// TestLastSendAcknowledgedBeforeExit (maybeServeExitPeer).
-const exitPeerEnv = "GOVERBS_ROCE_EXIT_PEER"
+// maybeServeExitPeer runs this test binary as the exiting server of
+// TestLastSendAcknowledgedBeforeExit when it was started as one.
+func maybeServeExitPeer() {
+	testkit.ServeExitPeer(func() (*verbs.Device, error) {
+		return verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
+	})
+}
 
-// exitPeerTail is the length of the SEND that follows the last one.
-const exitPeerTail = 256 << 10
-
-// TestLastSendAcknowledgedBeforeExit is the shutdown of issue 11 item 3 in
-// its bluntest form: the server is a process that accepts, polls the
-// receive of the client's SEND and exits at once, closing neither its
-// QP nor its device. Nothing runs after the poll that could still send the
-// ACK, so the responder must have handed it to the socket before the
-// receive completion could be polled. The client's SEND must complete
-// successfully every time. GOVERBS_LASTSEND_EXIT_TRIES sets the number of
-// tries (each one a process).
+// TestLastSendAcknowledgedBeforeExit: a server process that polls the
+// receive of the client's SEND and exits at once, closing nothing, runs
+// nothing after the poll that could still send the ACK; the responder
+// must have handed it to the socket before the receive completion could be
+// polled, so the client's SEND completes with SUCCESS every time (issue 11
+// item 3). GOVERBS_LASTSEND_EXIT_TRIES sets the number of tries.
 func TestLastSendAcknowledgedBeforeExit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a process per try")
-	}
-	tries := 20
-	if s := os.Getenv("GOVERBS_LASTSEND_EXIT_TRIES"); s != "" {
-		tries, _ = strconv.Atoi(s)
-	}
 	a := openDevice(t, roce.Options{})
 	defer a.Close()
-	bad := 0
-	for try := range tries {
-		if !lastSendToExitingPeer(t, a, try) {
-			bad++
-		}
-	}
-	t.Logf("%d tries, %d delivered SENDs reported failed", tries, bad)
-}
-
-// lastSendToExitingPeer runs one try and reports whether the SEND
-// completed successfully.
-func lastSendToExitingPeer(t *testing.T, a *verbs.Device, try int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	// Under the race detector a process sleeps a second at exit
-	// (atexit_sleep_ms) unless told not to.
-	cmd.Env = append(os.Environ(), exitPeerEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDR ") {
-		t.Fatalf("try %d: exit peer: %q %v", try, line, err)
-	}
-	addr := strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-
-	cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
-	pd, cq, qp := newQP(t, a, cp)
-	defer pd.Close()
-	defer cq.Close()
-	defer qp.Close()
-	msg := mustMR(t, pd, exitPeerTail, verbs.AccessLocalWrite)
-	copy(msg.Bytes(), "done")
-	if _, err := a.Dial(ctx, addr, qp, verbs.ConnParam{}); err != nil {
-		t.Fatalf("try %d: dial: %v", try, err)
-	}
-	if line, err := out.ReadString('\n'); err != nil || line != "READY\n" {
-		t.Fatalf("try %d: exit peer: %q %v", try, line, err)
-	}
-	// The SEND that matters, and a long one behind it whose packets the
-	// server's engine places in the same turn, after the first receive
-	// completed: the window in which the first one's ACK was not yet sent.
-	// The server is gone before the second is through; only the first
-	// completion is checked.
-	err = qp.PostSend([]verbs.SendWR{
-		{ID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{msg.SGE(0, 4)}},
-		{ID: 2, Opcode: verbs.OpSend, SGL: []verbs.SGE{msg.SGE(0, exitPeerTail)}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc, err := waitOne(ctx, cq)
-	if err != nil {
-		t.Fatalf("try %d: no send completion: %v", try, err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("try %d: the server did not receive the SEND: %v", try, err)
-	}
-	if wc.Status != verbs.StatusSuccess {
-		t.Errorf("try %d: delivered SEND completed with %v\n%v", try, wc.Status, nonZero(qp.Counters()))
-		return false
-	}
-	return true
-}
-
-// maybeServeExitPeer runs this process as the server of
-// TestLastSendAcknowledgedBeforeExit, if it was started as one: it prints
-// its address, accepts one connection, posts two receives, spins on the CQ
-// (the quickest a server can see the message) and exits at once, with
-// status 0 if the message arrived.
-func maybeServeExitPeer() {
-	if os.Getenv(exitPeerEnv) == "" {
-		return
-	}
-	if err := serveExitPeer(); err != nil {
-		fmt.Fprintln(os.Stderr, "exit peer:", err)
-		os.Exit(3)
-	}
-	os.Exit(0) // no Close of anything: the process just ends
-}
-
-func serveExitPeer() error {
-	dev, err := verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
-	if err != nil {
-		return err
-	}
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return err
-	}
-	cq, err := dev.CreateCQ(16)
-	if err != nil {
-		return err
-	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return err
-	}
-	buf, err := pd.RegisterMR(make([]byte, 64+exitPeerTail), verbs.AccessLocalWrite)
-	if err != nil {
-		return err
-	}
-	ln, err := dev.Listen("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	fmt.Printf("ADDR %s\n", ln.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := ln.Accept(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := req.Accept(ctx, qp, verbs.ConnParam{}); err != nil {
-		return err
-	}
-	err = qp.PostRecv([]verbs.RecvWR{
-		{ID: 7, SGL: []verbs.SGE{buf.SGE(0, 64)}},
-		{ID: 8, SGL: []verbs.SGE{buf.SGE(64, exitPeerTail)}},
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Println("READY")
-	wcs := make([]verbs.WorkCompletion, 1)
-	for {
-		if n, _ := cq.Poll(wcs); n == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	if wcs[0].Status != verbs.StatusSuccess || string(buf.Bytes()[:4]) != "done" {
-		return fmt.Errorf("receive %+v %q", wcs[0], buf.Bytes()[:4])
-	}
-	return nil
+	testkit.LastSendBeforeExit(t, a, 20)
 }

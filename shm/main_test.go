@@ -8,6 +8,7 @@ import (
 
 	"github.com/goverbs/goverbs/internal/conformance"
 	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 		return dev, "", err
 	}, opts...)
 	runChildRole()
+	testkit.ServeExitPeer(func() (*verbs.Device, error) { return openDevice("shm-exit-peer") })
 	if os.Getenv("GOVERBS_SHM_NO_LEAKCHECK") != "" {
 		os.Exit(m.Run())
 	}
