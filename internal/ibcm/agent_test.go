@@ -262,7 +262,9 @@ func TestHostileMADs(t *testing.T) {
 	p.queue = nil
 	// Stray RTU, DREQ, DREP, MRA, REJ: counted, no state.
 	for _, attr := range []uint16{ib.AttrCMRTU, ib.AttrCMDReq, ib.AttrCMDRep, ib.AttrCMMRA, ib.AttrCMRej} {
-		p.b.Input(src, mut(func(b []byte) { ib.MAD(b).EncodeHeader(&ib.MADFields{MgmtClass: 7, ClassVersion: 2, Method: 3, AttrID: attr}) }), p.now)
+		p.b.Input(src, mut(func(b []byte) {
+			ib.MAD(b).EncodeHeader(&ib.MADFields{MgmtClass: 7, ClassVersion: 2, Method: 3, AttrID: attr})
+		}), p.now)
 	}
 	if p.b.Conns() != 0 || p.b.Counters().DropUnknownConn < 4 {
 		t.Fatalf("stray messages: %+v", p.b.Counters())
