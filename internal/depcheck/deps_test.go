@@ -50,13 +50,14 @@ var rules = map[string][]string{
 	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
 	"shm":      {"provider", "soft", "mem", "golang.org/x/sys"},
 	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "golang.org/x/sys"},
+	"rdmacore": {"provider", "mem", "internal/devcore"},
 
 	// Measurement: stats and report stand alone; the runner drives verbs
 	// over the transports it is handed.
 	"bench/stats":  {"golang.org/x/sys"},
 	"bench/report": {"bench/stats"},
 	"bench": {"provider", "verbs", "mem", "bench/stats", "bench/report",
-		"loopback", "iwarp", "roce", "shm", "fabric", "golang.org/x/sys"},
+		"loopback", "iwarp", "roce", "shm", "fabric", "rdmacore", "stream", "golang.org/x/sys"},
 
 	// Peers of the kernel's tools speak their protocols over any device
 	// they are handed; the command picks the transport.
@@ -65,12 +66,12 @@ var rules = map[string][]string{
 	"interop/rping":             {"verbs", "interop/internal/endpoint"},
 	"interop/pingpong":          {"verbs", "interop/internal/endpoint"},
 	"interop/perftest":          {"verbs", "bench/stats", "interop/internal/endpoint"},
-	"stream":                    {"verbs"},
+	"stream":                    {"verbs", "mem"}, // rings over mem.Alloc memory: direct on shm
 
 	// Test kits and commands.
 	"internal/conformance": {"provider", "verbs", "mem"},
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
-		"loopback", "iwarp", "roce", "shm", "fabric",
+		"loopback", "iwarp", "roce", "shm", "fabric", "rdmacore", "stream",
 		"interop/rping", "interop/pingpong", "interop/perftest", "golang.org/x/sys"},
 
 	// Examples are programs a user would write: the public API and the
@@ -110,10 +111,11 @@ func imports(t *testing.T, dir string) []string {
 }
 
 // cgoPackages are the packages that may import "C": the backends over a
-// C library (libfabric; an rdma-core backend would join them). Everything
+// C library (libfabric, rdma-core's libibverbs and librdmacm). Everything
 // else is pure Go, so that the module builds with CGO_ENABLED=0.
 var cgoPackages = map[string]bool{
-	"fabric": true,
+	"fabric":   true,
+	"rdmacore": true,
 }
 
 // allowed reports whether pkg may import imp.
