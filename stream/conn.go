@@ -707,6 +707,11 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		c.dead = true
 		c.mu.Unlock()
+		// A Read or Write still copying owns its part of a ring, which
+		// release unmaps: wait until neither holds its lock. They are
+		// kept, so every later call sees done and touches no ring.
+		c.rlock <- struct{}{}
+		c.wlock <- struct{}{}
 		c.teardown()
 	})
 	if !first {

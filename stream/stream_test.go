@@ -361,3 +361,52 @@ func TestNoFallback(t *testing.T) {
 		t.Fatal("Dial succeeded with no listener")
 	}
 }
+
+// TestCloseDuringRead: Close while a Read copies out of the receive ring
+// and a Write copies into the send ring. The rings are mapped memory that
+// Close unmaps: it must wait for both copies (a Read faulted in nettest's
+// racy-write test on a loaded machine).
+func TestCloseDuringRead(t *testing.T) {
+	tr := transports[0]
+	tr.cfg.ReadBuffer = 8 << 20 // long copies: a wide window for Close
+	dev := openDevice(t, tr)
+	for i := range 30 {
+		c1, c2, stop := pipe(t, dev, tr)
+		done := make(chan struct{}, 3)
+		go func() { // the peer keeps c1's ring full
+			buf := make([]byte, 1<<20)
+			for {
+				if _, err := c2.Write(buf); err != nil {
+					break
+				}
+			}
+			done <- struct{}{}
+		}()
+		go func() {
+			buf := make([]byte, 8<<20)
+			for {
+				if _, err := c1.Read(buf); err != nil {
+					break
+				}
+			}
+			done <- struct{}{}
+		}()
+		go func() {
+			buf := make([]byte, 128<<10)
+			for {
+				if _, err := c1.Write(buf); err != nil {
+					break
+				}
+			}
+			done <- struct{}{}
+		}()
+		go io.Copy(io.Discard, c2)
+		time.Sleep(time.Duration(i%10) * 200 * time.Microsecond)
+		c1.Close()
+		c2.Close()
+		for range 3 {
+			<-done
+		}
+		stop()
+	}
+}
