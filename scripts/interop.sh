@@ -13,7 +13,10 @@
 #                           [--out DIR] [--timeout S] [--lab DIR]
 #   --quick        fewer iterations and sizes (env QUICK=1)
 #   --phases P     a subset of: rping pingpong perftest-siw perftest-rxe bench
-#                  capture (env PHASES; default all)
+#                  capture rstream rdmacore (env PHASES; default all). rdmacore runs
+#                  the conformance suite over rxe0 and siw0 through the
+#                  rdma-core backend (a cgo test binary, -tags rdmacore; its
+#                  own boot of the lab)
 #   --out DIR      keep the logs, captures and benchmark outputs there
 #                  (default: a temporary directory, kept on failure)
 #   --timeout S    bound of the whole lab run, boot included (default 2400,
@@ -31,7 +34,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=${QUICK:-0}
-PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture}
+PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream rdmacore}
 OUT=
 TIMEOUT=
 LAB=${GOVERBS_LAB:-$ROOT/../shared/lab}
@@ -93,6 +96,26 @@ tail -n +1 -f "$OUT/guest.log" --pid=$lab 2>/dev/null |
     done
 wait $lab
 labrc=$?
+
+# 2b. The rdma-core backend's rows: a cgo test binary (libibverbs-dev,
+# librdmacm-dev), run in a lab boot of its own.
+case " $PHASES " in *" rdmacore "*)
+    echo "== rdmacore: go test -c -tags rdmacore ./rdmacore/"
+    if go test -c -tags rdmacore -o "$work/rdmacore.test" ./rdmacore/ > "$OUT/rdmacore-build.log" 2>&1; then
+        "$LAB/run-in-guest.sh" --timeout 400 --out "$OUT/guest-rdmacore" \
+            scripts/interop/rdmacore.sh "$work/rdmacore.test" > "$OUT/rdmacore.log" 2>&1
+        rdrc=$?
+        grep '^ROW' "$OUT/rdmacore.log" >> "$OUT/guest.log"
+        if [ $rdrc != 0 ] && ! grep -q '^ROW' "$OUT/rdmacore.log"; then
+            printf 'ROW\trdmacore\t-\tconformance\t-\t-\tFAIL\t-\tlab run failed (exit %s)\n' "$rdrc" >> "$OUT/guest.log"
+            tail -20 "$OUT/rdmacore.log"
+        fi
+    else
+        printf 'ROW\trdmacore\t-\tbuild\t-\t-\tFAIL\t-\tsee rdmacore-build.log\n' >> "$OUT/guest.log"
+        tail -20 "$OUT/rdmacore-build.log"
+    fi
+    ;;
+esac
 elapsed_lab=$(($(date +%s) - start))
 
 # 3. The table.
