@@ -6,7 +6,7 @@
 # Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
 # LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
 # space-separated subset of "rping pingpong perftest-siw perftest-rxe bench
-# capture"), QUICK=1 (fewer iterations).
+# capture rstream"), QUICK=1 (fewer iterations).
 #
 # Output: one line per matrix entry on stdout, tab-separated:
 #   ROW pair direction operation size iterations result seconds check
@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture}
+PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -200,7 +200,32 @@ phase_capture() {
     sleep 1; kill $td; wait $td
 }
 
+# rstream (librdmacm's rsockets) over siw: goverbs rstream, on package
+# stream's rsocket wire (iWARP mode: WRITE, then the message in a SEND),
+# against rstream as server (-b) and as client (-s). Both run rstream's byte
+# counter (-T v) and check every byte; -T b makes the C side block instead
+# of spinning on the guest's two CPUs. No rxe rows: rsocket over rxe
+# connects through the IB CM, which goverbs' roce transport does not speak.
+phase_rstream() {
+    local size n
+    for size in 64 4096 65536 1048576; do
+        case $size in
+            64) n=$(iters 1000 50) ;; 4096) n=$(iters 500 20) ;;
+            65536) n=$(iters 100 10) ;; *) n=$(iters 10 2) ;;
+        esac
+        entry goverbs-siw "goverbs rstream -s -> rstream -b" "rstream -C $n -I 2" $size $n \
+            "every byte, both sides" port:7471 \
+            -- rstream -b $S -S $size -C $n -I 2 -T b -T v \
+            -- $NS $G rstream -s $S -S $size -C $n -I 2 -T v
+        entry goverbs-siw "rstream -s -> goverbs rstream -b" "rstream -C $n -I 2" $size $n \
+            "every byte, both sides" "listening" \
+            -- $NS $G rstream -b $SP -S $size -C $n -I 2 -T v \
+            -- rstream -s $SP -S $size -C $n -I 2 -T b -T v
+    done
+}
+
 has rping && phase_rping
+has rstream && phase_rstream
 has pingpong && phase_pingpong
 has perftest-siw && phase_perftest_siw
 has perftest-rxe && phase_perftest_rxe
