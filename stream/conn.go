@@ -150,6 +150,7 @@ func (c *Conn) opError(op string, err error) error {
 var (
 	errWriteShut = fmt.Errorf("%w: write after CloseWrite", syscall.EPIPE)
 	errPeerGone  = fmt.Errorf("%w: the peer closed the stream", syscall.ECONNRESET)
+	errReset     = fmt.Errorf("%w: the connection ended before the peer closed the stream", syscall.ECONNRESET)
 )
 
 // acquire takes one of the 1-slot locks, giving up at the deadline or on
@@ -566,23 +567,32 @@ func (c *Conn) completeLocked(wc *verbs.WorkCompletion) {
 		}
 	}
 	if wc.Status != verbs.StatusSuccess {
-		c.peerGone = true
-		c.rdEOF = true
-		if wc.Status != verbs.StatusWRFlushErr {
-			c.failLocked(fmt.Errorf("stream: %w", wc.Err()))
-		}
+		c.qpFailedLocked(wc)
 	}
+}
+
+// qpFailedLocked takes a work request that failed: the QP is in ERR. After
+// the peer's disconnect or shutdown message a flush is the end of the
+// stream; before it, the connection was cut (a reset, an expired linger)
+// and what the peer wrote may not all have arrived, so readers get an
+// error after the data that did, never a clean io.EOF.
+func (c *Conn) qpFailedLocked(wc *verbs.WorkCompletion) {
+	gone := c.peerGone
+	c.peerGone = true
+	switch {
+	case wc.Status != verbs.StatusWRFlushErr:
+		c.failLocked(fmt.Errorf("stream: %w", wc.Err()))
+	case !c.rdEOF && !gone:
+		c.failLocked(errReset)
+	}
+	c.rdEOF = true
 }
 
 func (c *Conn) recvLocked(wc *verbs.WorkCompletion) {
 	if wc.Status != verbs.StatusSuccess {
 		// The QP is in ERR: the peer went away or the transport failed.
-		// What arrived is still read, then io.EOF.
-		c.peerGone = true
-		c.rdEOF = true
-		if wc.Status != verbs.StatusWRFlushErr {
-			c.failLocked(fmt.Errorf("stream: %w", wc.Err()))
-		}
+		// What arrived is still read, then io.EOF or the error.
+		c.qpFailedLocked(wc)
 		return
 	}
 	c.reposts++
