@@ -130,6 +130,8 @@ func (cl *client) openSession(ctx context.Context, t Test) (session, error) {
 	setup := message{Op: "setup", Session: id, Params: &params{Test: t.Name}}
 	var rs *rdmaSession
 	switch {
+	case t.Socket && t.Kind == Setup:
+		s = &setupSession{cfg: cl.cfg, tcp: true}
 	case t.Socket:
 		s = &tcpSession{cfg: cl.cfg, test: t, r: newRamp(maxSizeOf(cl.cfg, t))}
 	case t.Stream:
@@ -139,7 +141,7 @@ func (cl *client) openSession(ctx context.Context, t Test) (session, error) {
 		}
 		s, cl.dataPath = ss, ss.devs[0].Caps().DataPath
 	case t.Kind == Setup:
-		ss, err := newSetupClient(cl.cfg, prov)
+		ss, err := newSetupClient(cl.cfg, t, prov)
 		if err != nil {
 			return nil, err
 		}

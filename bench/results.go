@@ -34,7 +34,7 @@ func (cl *client) results(t Test, tr *trial, m *measurement, cpu, rcpu *cpuSpan)
 	case Register, Setup:
 		steps := regSteps
 		if t.Kind == Setup {
-			steps = setupSteps
+			steps = setupStepsOf(t)
 		}
 		for i, name := range steps {
 			rs = append(rs, report.NewLatency(name, tp, tr.Size, m.recorder(i, stats.OneWay)))
@@ -109,8 +109,10 @@ func (cl *client) method(t Test) string {
 		return "detects the peer's WRITE by its WRITE_WITH_IMM receive completion (race-clean); " + poll
 	case t.Kind == Register:
 		return "mem.Alloc with and without mem.Prefault; RegisterMemory, first touch of every page, Deregister"
+	case t.Kind == Setup && t.Socket:
+		return "net.Dial, 1 byte each way, Close; --threads dialers at once, a goroutine per connection at the server"
 	case t.Kind == Setup:
-		return "CreateQP, Dial (the peer accepts with a fresh QP), Close"
+		return "CreateQP, Dial (the peer accepts with a fresh QP, receives posted), an empty SEND each way, Close; --threads dialers at once"
 	}
 	return poll
 }

@@ -167,6 +167,10 @@ func (sv *server) session(ctx context.Context, m message) error {
 // client's connections are established.
 func (sv *server) build(ctx context.Context, t Test, m message) (session, []string, func() error, error) {
 	none := func() error { return nil }
+	if t.Socket && t.Kind == Setup {
+		s, addrs, err := newTCPSetupServer(sv.cfg, sv.host)
+		return s, addrs, none, err
+	}
 	if t.Socket {
 		s := &tcpSession{cfg: sv.cfg, test: t, r: newRamp(maxSizeOf(sv.cfg, t))}
 		addrs, err := s.listenTCP(sv.host)

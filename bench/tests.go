@@ -90,8 +90,10 @@ var catalogue = []Test{
 		Summary: "tcp-bw's stream of --size writes over a stream.Conn on the transport (e.g. --size 64K,1M)"},
 	{Name: "reg", Kind: Register,
 		Summary: "register and deregister regions of each size, memory prefaulted or touched for the first time"},
-	{Name: "setup", Kind: Setup, Sizeless: true,
-		Summary: "QP create + connect + teardown: latency of each step and connections per second"},
+	{Name: "setup", Kind: Setup, Sizeless: true, Baseline: "tcp-setup",
+		Summary: "QP create + connect + first round trip + teardown, --threads dialers at once: each step's latency and connections per second"},
+	{Name: "tcp-setup", Kind: Setup, Socket: true, Sizeless: true,
+		Summary: "TCP connect + first round trip + close on the same path, --threads dialers at once"},
 }
 
 // DefaultTests are the tests of a run without --test: latency and
@@ -122,6 +124,8 @@ func TestOf(result string) (Test, bool) {
 		return LookupTest("reg")
 	case slices.Contains(setupSteps, result):
 		return LookupTest("setup")
+	case slices.Contains(tcpSetupSteps, result):
+		return LookupTest("tcp-setup")
 	}
 	return Test{}, false
 }
