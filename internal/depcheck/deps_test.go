@@ -70,6 +70,7 @@ var rules = map[string][]string{
 
 	// Test kits and commands.
 	"internal/conformance": {"provider", "verbs", "mem"},
+	"cmd/goverbs-hosts":    {"provider", "verbs", "mem", "iwarp", "roce"}, // one host of scripts/hosts.sh
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
 		"loopback", "iwarp", "roce", "shm", "fabric", "rdmacore", "stream",
 		"interop/rping", "interop/pingpong", "interop/perftest", "golang.org/x/sys"},
