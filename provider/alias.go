@@ -43,6 +43,8 @@ type (
 	PD              = verbs.ProviderPD
 	QP              = verbs.ProviderQP
 	QPInitAttr      = verbs.ProviderQPInitAttr
+	SRQ             = verbs.ProviderSRQ
+	SRQCreator      = verbs.ProviderSRQCreator
 	QPAttr          = verbs.QPAttr
 	QPCap           = verbs.QPCap
 	QPType          = verbs.QPType
@@ -52,6 +54,8 @@ type (
 	ReregFlags      = verbs.ReregFlags
 	Reregisterer    = verbs.Reregisterer
 	SGE             = verbs.SGE
+	SRQAttr         = verbs.SRQAttr
+	SRQAttrMask     = verbs.SRQAttrMask
 	SendFlags       = verbs.SendFlags
 	SendWR          = verbs.SendWR
 	State           = verbs.State
@@ -111,6 +115,7 @@ const (
 	EventQPFatal          = verbs.EventQPFatal
 	EventQPLastWQEReached = verbs.EventQPLastWQEReached
 	EventQPRequestErr     = verbs.EventQPRequestErr
+	EventSRQLimitReached  = verbs.EventSRQLimitReached
 	FlushGlobal           = verbs.FlushGlobal
 	FlushPersistent       = verbs.FlushPersistent
 	FlushWholeRegion      = verbs.FlushWholeRegion
@@ -134,6 +139,8 @@ const (
 	ReregAccess           = verbs.ReregAccess
 	ReregPD               = verbs.ReregPD
 	ReregTranslation      = verbs.ReregTranslation
+	SRQAttrLimit          = verbs.SRQAttrLimit
+	SRQAttrMaxWR          = verbs.SRQAttrMaxWR
 	SendFence             = verbs.SendFence
 	SendInline            = verbs.SendInline
 	SendSignaled          = verbs.SendSignaled

@@ -31,6 +31,9 @@ func defaultCaps() provider.Caps {
 		MaxCQE:          1 << 22,
 		MaxQPRdAtom:     128,
 		MaxQPInitRdAtom: 128,
+		MaxSRQ:          1 << 12,
+		MaxSRQWR:        1 << 16,
+		MaxSRQSGE:       32,
 		MaxMsgSize:      1 << 31,
 		Opcodes:         provider.AllOpcodes,
 		AtomicScope:     provider.AtomicDevice,
@@ -41,7 +44,7 @@ func defaultCaps() provider.Caps {
 // Device is a soft RDMA device. It implements provider.Device.
 //
 // Locks: link, caps and keys are set by NewDevice and read-only after; the
-// counters are atomic. mu (a leaf) guards qps, cqs and closed, for the
+// counters are atomic. mu (a leaf) guards qps, cqs, srqs, srqN and closed, for the
 // application's Create/Close calls and the link's QPByNumber. keys and
 // events have locks of their own (leaves).
 type Device struct {
@@ -49,11 +52,13 @@ type Device struct {
 	caps provider.Caps
 	keys *keyTable
 
-	nPD, nMR, nMW, nQP, nCQ atomic.Int64
+	nPD, nMR, nMW, nQP, nCQ, nSRQ atomic.Int64
 
 	mu     sync.Mutex
 	qps    map[uint32]*QP
 	cqs    map[*CQ]struct{}
+	srqs   map[*SRQ]struct{}
+	srqN   uint32 // the last SRQ number given
 	closed bool
 
 	events devcore.Events
@@ -71,6 +76,7 @@ func NewDevice(link Link, cfg Config) *Device {
 		keys: newKeyTable(),
 		qps:  make(map[uint32]*QP),
 		cqs:  make(map[*CQ]struct{}),
+		srqs: make(map[*SRQ]struct{}),
 	}
 	d.events.Init(256, "goverbs")
 	return d
@@ -92,6 +98,9 @@ func mergeCaps(c *provider.Caps, o provider.Caps) {
 	set32(&c.MaxInlineData, o.MaxInlineData)
 	set32(&c.MaxCQ, o.MaxCQ)
 	set32(&c.MaxCQE, o.MaxCQE)
+	set32(&c.MaxSRQ, o.MaxSRQ)
+	set32(&c.MaxSRQWR, o.MaxSRQWR)
+	set32(&c.MaxSRQSGE, o.MaxSRQSGE)
 	if o.MaxMRSize != 0 {
 		c.MaxMRSize = o.MaxMRSize
 	}
@@ -161,6 +170,16 @@ func (d *Device) Close() error {
 	}
 	for _, qp := range qps {
 		qp.Close()
+	}
+	// The SRQs' posted receives hold their regions: drop them first.
+	d.mu.Lock()
+	srqs := make([]*SRQ, 0, len(d.srqs))
+	for s := range d.srqs {
+		srqs = append(srqs, s)
+	}
+	d.mu.Unlock()
+	for _, s := range srqs {
+		s.Close()
 	}
 	for _, mr := range d.liveMRs() {
 		mr.Deregister()

@@ -29,6 +29,7 @@ type QP struct {
 	cap            provider.QPCap
 	sigAll         bool
 	typ            provider.QPType // fixed at creation
+	srq            *SRQ            // the SRQ it takes receives from, or nil
 
 	qkey atomic.Uint32 // attr.QKey of a UD QP, for the link's receive path
 
@@ -42,6 +43,12 @@ type QP struct {
 	rq     recvQueue
 	ep     Endpoint
 	closed bool
+	// srqHead and srqTail chain the SRQ WQEs the QP took, oldest first;
+	// lastWQE says EventQPLastWQEReached was raised since it entered ERR.
+	srqHead, srqTail *RecvWQE
+	lastWQE          bool
+
+	srqWaiting bool // in srq.waiters; guarded by srq.mu
 }
 
 func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
@@ -54,10 +61,19 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	if err := d.checkQPType(init.Type); err != nil {
 		return nil, err
 	}
+	var srq *SRQ
+	if init.SRQ != nil {
+		s, ok := init.SRQ.(*SRQ)
+		if !ok || s.dev != d {
+			return nil, fmt.Errorf("%w: the QP's SRQ must belong to its device", provider.ErrInvalidArgument)
+		}
+		// The receive queue is the SRQ's: the QP keeps no ring.
+		srq, c.MaxRecvWR, c.MaxRecvSGE = s, 0, 0
+	}
 	if err := d.count(&d.nQP, d.caps.MaxQP, "queue pairs"); err != nil {
 		return nil, err
 	}
-	qp := &QP{dev: d, pd: p, sendCQ: scq, recvCQ: rcq, cap: c, sigAll: init.SignalAll, typ: init.Type}
+	qp := &QP{dev: d, pd: p, sendCQ: scq, recvCQ: rcq, cap: c, sigAll: init.SignalAll, typ: init.Type, srq: srq}
 	qp.sq.init(c)
 	qp.rq.init(c)
 	qp.resetAttrLocked()
@@ -72,6 +88,9 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	d.mu.Unlock()
 	scq.ring.Attach(qp)
 	rcq.ring.Attach(qp)
+	if srq != nil {
+		srq.attach()
+	}
 	return qp, nil
 }
 

@@ -67,14 +67,17 @@ func (qp *QP) Fail(ev provider.EventType, err error) {
 		qp.mu.Unlock()
 		return
 	}
+	if ev != 0 {
+		// Raised before ERR is entered, under mu (so no one sees the
+		// QP's state first), because entering ERR may raise
+		// EventQPLastWQEReached, which must follow the reason.
+		qp.dev.event(provider.AsyncEvent{Type: ev, QPN: qp.qpn, Err: err})
+	}
 	qp.enterErrLocked()
 	ep := qp.ep
 	qp.mu.Unlock()
 	if ep != nil {
 		ep.Errored()
-	}
-	if ev != 0 {
-		qp.dev.event(provider.AsyncEvent{Type: ev, QPN: qp.qpn, Err: err})
 	}
 }
 
@@ -103,6 +106,9 @@ func (qp *QP) reset() {
 	defer qp.mu.Unlock()
 	qp.sq.discardLocked()
 	qp.rq.Discard()
+	if qp.srq != nil {
+		qp.discardSRQLocked()
+	}
 	qp.resetAttrLocked()
 }
 
@@ -137,6 +143,9 @@ func (qp *QP) Close() error {
 	qp.reset()
 	qp.sendCQ.ring.Detach(qp)
 	qp.recvCQ.ring.Detach(qp)
+	if qp.srq != nil {
+		qp.srq.detach(qp)
+	}
 	d := qp.dev
 	d.mu.Lock()
 	delete(d.qps, qp.qpn)

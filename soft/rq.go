@@ -1,6 +1,8 @@
 package soft
 
 import (
+	"fmt"
+
 	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -18,6 +20,10 @@ type RecvWQE struct {
 	mrs    []*MR
 	preset provider.Status
 	wc     provider.WorkCompletion
+	// srqNext chains an SRQ's WQE taken by a QP to the one that QP took
+	// next (guarded by that QP's mu); srqIdx is its slot in the SRQ.
+	srqNext *RecvWQE
+	srqIdx  int32
 }
 
 // recvSlot is a RecvWQE as the ring holds it (see sendSlot).
@@ -85,6 +91,10 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // checkRecvsLocked applies the post-time rules of receives.
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
+	if qp.srq != nil && !qp.closed && len(wrs) > 0 {
+		return &provider.PostError{Op: "post recv", WRID: wrs[0].ID,
+			Err: fmt.Errorf("%w: the QP takes its receives from SRQ %d", provider.ErrInvalidArgument, qp.srq.srqn)}
+	}
 	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: qp.rq.Depth(),
 		Free: qp.rq.Free(), Cap: &qp.cap}
 	return t.CheckRecvs(wrs)
@@ -125,6 +135,9 @@ func (qp *QP) NextRecv() (w *RecvWQE, fault bool) {
 	default:
 		qp.mu.Unlock()
 		return nil, false
+	}
+	if qp.srq != nil {
+		return qp.nextSRQRecvLocked()
 	}
 	q := &qp.rq
 	if q.Next == q.Head {
@@ -182,7 +195,13 @@ func (qp *QP) completeRecvLocked(w *RecvWQE, r RecvResult) {
 
 // retireRecvLocked delivers receive completions in order.
 // Precondition: qp.mu is held.
-func (qp *QP) retireRecvLocked() { qp.rq.Retire(qp.deliverRecv) }
+func (qp *QP) retireRecvLocked() {
+	if qp.srq != nil {
+		qp.retireSRQLocked()
+		return
+	}
+	qp.rq.Retire(qp.deliverRecv)
+}
 
 // deliverRecv pushes the completion of a retiring receive.
 // Precondition: qp.mu is held.

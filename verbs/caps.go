@@ -136,6 +136,13 @@ type Caps struct {
 	MaxPrivateData  int // longest connection private data
 	// UD reports whether the device creates QPTypeUD queue pairs.
 	UD bool
+	// MaxSRQ is how many shared receive queues the device creates (0:
+	// none; PD.CreateSRQ fails with ErrNotSupported); MaxSRQWR and
+	// MaxSRQSGE bound each one's depth and scatter list
+	// (ibv_device_attr's max_srq, max_srq_wr, max_srq_sge).
+	MaxSRQ    uint32
+	MaxSRQWR  uint32
+	MaxSRQSGE uint32
 
 	// Opcodes are the send opcodes the device executes; others fail at
 	// post time with ErrNotSupported.

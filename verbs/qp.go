@@ -28,6 +28,11 @@ type QPInitAttr struct {
 	// RemoteAccess is the remote rights a ForCM QP grants (its
 	// qp_access_flags); ignored without ForCM.
 	RemoteAccess Access
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receives from (ibv_qp_init_attr.srq): Cap.MaxRecvWR and
+	// Cap.MaxRecvSGE are ignored and QP.PostRecv fails. The SRQ cannot be
+	// closed while the QP is open.
+	SRQ *SRQ
 }
 
 // CreateQP creates a reliable-connected queue pair, in RESET, or in INIT
@@ -45,7 +50,15 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 			l.release()
 		}
 	}()
-	for _, l := range []*lifetime{&pd.life, &init.SendCQ.life, &init.RecvCQ.life} {
+	lives := []*lifetime{&pd.life, &init.SendCQ.life, &init.RecvCQ.life}
+	var psrq ProviderSRQ
+	if init.SRQ != nil {
+		if init.SRQ.pd.dev != pd.dev {
+			return nil, fmt.Errorf("%w: the SRQ belongs to another device", ErrInvalidArgument)
+		}
+		lives, psrq = append(lives, &init.SRQ.life), init.SRQ.p
+	}
+	for _, l := range lives {
 		if err := l.acquire(); err != nil {
 			return nil, err
 		}
@@ -53,6 +66,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	}
 	p, err := pd.p.CreateQP(ProviderQPInitAttr{
 		Type: init.Type, SendCQ: init.SendCQ.p, RecvCQ: init.RecvCQ.p, Cap: init.Cap, SignalAll: init.SignalAll,
+		SRQ: psrq,
 	})
 	if err != nil {
 		return nil, err
@@ -69,7 +83,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		}
 	}
 	undo = nil
-	return &QP{pd: pd, p: p, qpn: p.QPN(), typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ}, nil
+	return &QP{pd: pd, p: p, qpn: p.QPN(), typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ, srq: init.SRQ}, nil
 }
 
 // QP is a queue pair: reliable-connected, or unreliable datagram.
@@ -79,8 +93,13 @@ type QP struct {
 	p              ProviderQP
 	qpn            uint32
 	sendCQ, recvCQ *CQ
+	srq            *SRQ // nil unless created on one
 	closed         atomic.Bool
 }
+
+// SRQ returns the shared receive queue the QP takes its receives from, or
+// nil.
+func (qp *QP) SRQ() *SRQ { return qp.srq }
 
 // Type returns the QP's transport service.
 func (qp *QP) Type() QPType { return qp.typ }
@@ -147,6 +166,10 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	if qp.closed.Load() {
 		return &PostError{Op: "post recv", Err: ErrClosed}
 	}
+	if qp.srq != nil && len(wrs) > 0 {
+		return &PostError{Op: "post recv", WRID: wrs[0].ID,
+			Err: fmt.Errorf("%w: the QP takes its receives from SRQ %d; post them there", ErrInvalidArgument, qp.srq.srqn)}
+	}
 	return qp.p.PostRecv(wrs)
 }
 
@@ -175,6 +198,9 @@ func (qp *QP) Close() error {
 	err := qp.p.Close()
 	qp.sendCQ.life.release()
 	qp.recvCQ.life.release()
+	if qp.srq != nil {
+		qp.srq.life.release()
+	}
 	qp.pd.life.release()
 	return err
 }

@@ -123,7 +123,32 @@ type ProviderQPInitAttr struct {
 	Cap            QPCap
 	// SignalAll makes every send WR signalled (sq_sig_all).
 	SignalAll bool
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receives from; Cap.MaxRecvWR and Cap.MaxRecvSGE are then ignored.
+	SRQ ProviderSRQ
 }
+
+// SRQAttr are a shared receive queue's attributes (ibv_srq_attr).
+type SRQAttr struct {
+	// MaxWR is how many receive WRs the SRQ holds; MaxSGE the longest
+	// scatter list of one.
+	MaxWR  uint32
+	MaxSGE uint32
+	// Limit, when not zero, arms the limit event: the first time a QP
+	// takes a receive that leaves fewer than Limit posted, the device
+	// raises EventSRQLimitReached once and Limit returns to zero (armed
+	// again only by Modify). At most MaxWR.
+	Limit uint32
+}
+
+// SRQAttrMask names the attributes of an SRQ Modify (ibv_srq_attr_mask).
+type SRQAttrMask uint8
+
+// SRQ attribute mask bits.
+const (
+	SRQAttrMaxWR SRQAttrMask = 1 << iota // resize the SRQ (IBV_SRQ_MAX_WR)
+	SRQAttrLimit                         // arm the limit (IBV_SRQ_LIMIT)
+)
 
 // QPAttr are a QP's modifiable attributes (ibv_qp_attr).
 type QPAttr struct {

@@ -57,6 +57,32 @@ type ProviderAHCreator interface {
 	CreateAH(av AddressVector) (resolved any, err error)
 }
 
+// ProviderSRQCreator is implemented by the PDs of providers with shared
+// receive queues (Caps.MaxSRQ > 0): CreateSRQ is ibv_create_srq.
+type ProviderSRQCreator interface {
+	CreateSRQ(attr SRQAttr) (ProviderSRQ, error)
+}
+
+// ProviderSRQ is a shared receive queue: receive WRs that any QP created on
+// it (ProviderQPInitAttr.SRQ) consumes, in posting order, one per incoming
+// SEND or WRITE with immediate. A receive completes into the CQ of the QP
+// that consumed it, with that QP's number.
+type ProviderSRQ interface {
+	// SRQN names the SRQ in asynchronous events (AsyncEvent.SRQN).
+	SRQN() uint32
+	// PostRecv queues receive WRs with QP.PostRecv's all-or-nothing rule.
+	PostRecv(wrs []RecvWR) error
+	// Modify applies the attributes mask names: SRQAttrLimit arms the
+	// limit event (zero disarms it).
+	Modify(attr *SRQAttr, mask SRQAttrMask) error
+	// Query returns the SRQ's attributes; Limit is zero once the limit
+	// event fired.
+	Query() (SRQAttr, error)
+	// Close destroys the SRQ. The verbs layer guarantees no QP uses it;
+	// the WRs still posted are dropped without a completion.
+	Close() error
+}
+
 // Memory is the part of an allocator-owned buffer (package mem) a provider
 // may use: persistence for FLUSH and a shareable file descriptor.
 type ProviderMemory interface {
@@ -215,6 +241,8 @@ type AsyncEvent struct {
 	Type EventType
 	// QPN names the QP for QP events; zero otherwise.
 	QPN uint32
+	// SRQN names the shared receive queue of EventSRQLimitReached.
+	SRQN uint32
 	// Err gives detail when there is any.
 	Err error
 }
@@ -229,9 +257,10 @@ const (
 	EventQPRequestErr                          // a QP moved to ERR because of an invalid request from the peer
 	EventQPAccessErr                           // a QP moved to ERR because of a remote access violation by the peer
 	EventCommEstablished                       // a QP in RTR received its first message
-	EventQPLastWQEReached                      // an ERR QP has no more WQEs to flush
+	EventQPLastWQEReached                      // a QP on an SRQ is in ERR and no receive it took is still outstanding
 	EventPeerDisconnected                      // the peer disconnected or died
 	EventDeviceFatal                           // the device can no longer work
+	EventSRQLimitReached                       // an armed SRQ's posted receives fell below its limit
 )
 
 var eventNames = [...]string{
@@ -243,6 +272,7 @@ var eventNames = [...]string{
 	EventQPLastWQEReached: "last WQE reached",
 	EventPeerDisconnected: "peer disconnected",
 	EventDeviceFatal:      "device fatal",
+	EventSRQLimitReached:  "SRQ limit reached",
 }
 
 func (e EventType) String() string {

@@ -70,7 +70,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		objectTests, registrationTests, stateTests, postTests,
 		sendTests, oneSidedTests, atomicTests, flushTests,
 		violationTests, completionTests, errorTests, orderTests,
-		cqTests, cmTests, windowTests,
+		cqTests, cmTests, windowTests, srqTests,
 	}
 	for _, g := range groups {
 		for _, tc := range g {

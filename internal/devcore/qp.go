@@ -96,3 +96,20 @@ func CloseOnce(closed *bool) error {
 	*closed = true
 	return nil
 }
+
+// CheckSRQAttr applies CreateSRQ's rules to attr: at least one WR and no
+// more than the device's MaxSRQWR, no more SGEs than MaxSRQSGE, and a
+// limit within the depth.
+func CheckSRQAttr(attr provider.SRQAttr, d *provider.Caps) error {
+	switch {
+	case d.MaxSRQ == 0:
+		return fmt.Errorf("%w: %s has no shared receive queues", provider.ErrNotSupported, d.Name)
+	case attr.MaxWR < 1 || attr.MaxWR > d.MaxSRQWR:
+		return fmt.Errorf("%w: SRQ of %d WRs (1 to %d)", provider.ErrInvalidArgument, attr.MaxWR, d.MaxSRQWR)
+	case attr.MaxSGE > d.MaxSRQSGE:
+		return fmt.Errorf("%w: SRQ SGE limit %d (at most %d)", provider.ErrInvalidArgument, attr.MaxSGE, d.MaxSRQSGE)
+	case attr.Limit > attr.MaxWR:
+		return fmt.Errorf("%w: SRQ limit %d above its %d WRs", provider.ErrInvalidArgument, attr.Limit, attr.MaxWR)
+	}
+	return nil
+}
