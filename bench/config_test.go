@@ -59,7 +59,7 @@ func TestExpandTests(t *testing.T) {
 	}{
 		{[]string{"write-lat"}, false, "write-lat tcp-lat"},
 		{[]string{"write-lat"}, true, "write-lat"},
-		{[]string{"bw"}, true, "write-bw read-bw send-bw atomic-bw tcp-bw"},
+		{[]string{"bw"}, true, "write-bw read-bw send-bw atomic-bw tcp-bw stream-bw"},
 		{[]string{"reg", "setup", "reg"}, false, "reg setup tcp-setup"},
 		{[]string{"atomic-bw", "send-lat"}, false, "send-lat tcp-lat atomic-bw tcp-bw"},
 	} {
