@@ -29,6 +29,7 @@ const (
 	StateIdle        State = iota
 	StateREQSent           // active: waiting for REP (or MRA, REJ)
 	StateMRARcvd           // active: the passive side asked for more time
+	StateREPRcvd           // active (Config.DeferRTU): the REP arrived; the owner has not confirmed
 	StateREQRcvd           // passive: the application has not answered
 	StateREPSent           // passive: waiting for RTU
 	StateEstablished       // both: connected
@@ -37,7 +38,7 @@ const (
 	StateClosed            // gone (rejected, timed out, time-wait over)
 )
 
-var stateNames = [...]string{"IDLE", "REQ_SENT", "MRA_RCVD", "REQ_RCVD", "REP_SENT", "ESTABLISHED", "DREQ_SENT", "TIMEWAIT", "CLOSED"}
+var stateNames = [...]string{"IDLE", "REQ_SENT", "MRA_RCVD", "REP_RCVD", "REQ_RCVD", "REP_SENT", "ESTABLISHED", "DREQ_SENT", "TIMEWAIT", "CLOSED"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {
@@ -52,7 +53,7 @@ type EventType uint8
 // Events delivered to Config.OnEvent.
 const (
 	EventREQ          EventType = iota + 1 // passive: a new request; answer with Accept or Reject
-	EventREP                               // active: the REP arrived; the RTU goes after OnEvent returns unless it rejected
+	EventREP                               // active: the REP arrived; the RTU goes after OnEvent returns unless it rejected (or, with Config.DeferRTU, on Confirm)
 	EventEstablished                       // passive: the RTU arrived
 	EventRejected                          // the peer rejected (Rej holds why)
 	EventTimeout                           // the peer never answered
@@ -110,6 +111,10 @@ type Config struct {
 	MaxPending int
 	// FirstCommID seeds the local comm IDs (any nonzero value).
 	FirstCommID uint32
+	// DeferRTU holds the RTU after a REP until the owner calls
+	// Conn.Confirm (or Reject): a transport that must ready its QP
+	// outside the agent's caller, before the peer may send, uses it.
+	DeferRTU bool
 }
 
 // Conn is one connection's CM state.
@@ -260,13 +265,27 @@ func (c *Conn) Reject(reason uint16, priv []byte) error {
 	switch c.state {
 	case StateREQRcvd:
 		what = ib.CMMsgREQ
-	case StateREQSent, StateMRARcvd:
+	case StateREQSent, StateMRARcvd, StateREPRcvd:
 		what = ib.CMMsgREP
+	case StateREPSent: // the passive side gives up waiting for the RTU
+		what = ib.CMMsgOther
 	default:
 		return ErrState
 	}
 	c.a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, reason, priv)
 	c.a.close(c)
+	return nil
+}
+
+// Confirm sends the RTU a REP waits for (Config.DeferRTU) and moves the
+// connection to ESTABLISHED.
+func (c *Conn) Confirm(now time.Time) error {
+	if c.state != StateREPRcvd {
+		return ErrState
+	}
+	c.state, c.due = StateEstablished, time.Time{}
+	c.a.ctr.Established++
+	c.resendRTU()
 	return nil
 }
 
@@ -371,9 +390,13 @@ func (a *Agent) Tick(now time.Time) {
 			a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, ib.RejTimeout, nil)
 			a.close(c)
 			a.event(c, Event{Type: EventTimeout})
-		case StateREQRcvd: // the application never answered
+		case StateREQRcvd, StateREPRcvd: // the application never answered
 			a.ctr.Timeouts++
-			a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, ib.CMMsgREQ, ib.RejTimeout, nil)
+			what := uint8(ib.CMMsgREQ)
+			if c.state == StateREPRcvd {
+				what = ib.CMMsgREP
+			}
+			a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, ib.RejTimeout, nil)
 			a.close(c)
 			a.event(c, Event{Type: EventTimeout})
 		case StateTimeWait:

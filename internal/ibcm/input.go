@@ -164,6 +164,9 @@ func (a *Agent) onREP(src netip.AddrPort, m ib.MAD, now time.Time) {
 	}
 	switch c.state {
 	case StateREQSent, StateMRARcvd:
+	case StateREPRcvd: // the owner is still readying its QP
+		a.ctr.Duplicates++
+		return
 	case StateEstablished:
 		if rep.LocalCommID == c.RemoteID { // our RTU was lost
 			a.ctr.Duplicates++
@@ -177,6 +180,13 @@ func (a *Agent) onREP(src netip.AddrPort, m ib.MAD, now time.Time) {
 		return
 	}
 	c.RemoteID, c.RemoteGUID, c.Rep = rep.LocalCommID, rep.LocalCAGUID, rep
+	if a.cfg.DeferRTU {
+		// The owner confirms within what the peer waits for an RTU.
+		c.state = StateREPRcvd
+		c.due = now.Add(Timeout(c.Req.RemoteCMResponseTimeout) * time.Duration(int(c.Req.MaxCMRetries)+1))
+		a.event(c, Event{Type: EventREP, REP: &c.Rep})
+		return
+	}
 	a.event(c, Event{Type: EventREP, REP: &c.Rep})
 	if c.state == StateClosed { // OnEvent rejected
 		return
@@ -209,7 +219,7 @@ func (a *Agent) onREJ(src netip.AddrPort, m ib.MAD) {
 		return
 	}
 	switch c.state {
-	case StateREQSent, StateMRARcvd, StateREQRcvd, StateREPSent, StateEstablished:
+	case StateREQSent, StateMRARcvd, StateREPRcvd, StateREQRcvd, StateREPSent, StateEstablished:
 	default:
 		a.ctr.DropWrongState++
 		return
