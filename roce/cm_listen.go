@@ -70,6 +70,9 @@ type shaking struct {
 // listens on the device's IP with a free port. An address in use is
 // verbs.ErrBusy, as on every transport.
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
+	if l.gsi != nil {
+		return l.listenIB(addr)
+	}
 	if addr == "" {
 		addr = net.JoinHostPort(l.cfg.addr.Addr().String(), "0")
 	}

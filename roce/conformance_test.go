@@ -88,3 +88,30 @@ func TestConformanceCrossProcess(t *testing.T) {
 		return &conformance.Env{A: a, B: peer}
 	})
 }
+
+// TestConformanceIB runs it with both devices connected through the IB CM
+// on QP1 (Options.CM = CMIB), as rdma_cm connects over RoCE.
+func TestConformanceIB(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		a := openDevice(t, roce.Options{CM: roce.CMIB})
+		b := openDevice(t, roce.Options{CM: roce.CMIB})
+		peer := conformance.NewLocalPeer(b, "", t.TempDir())
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}
+
+// TestConformanceIBCrossProcess runs it through the IB CM with the peer in
+// a child process.
+func TestConformanceIBCrossProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-process run skipped in -short mode")
+	}
+	t.Setenv(cmEnv, "ib")
+	conformance.Run(t, func(t *testing.T) *conformance.Env {
+		a := openDevice(t, roce.Options{CM: roce.CMIB})
+		peer := conformance.HookPeer(conformance.StartRemotePeer(t), roce.RaceSync)
+		t.Cleanup(func() { peer.Close(); a.Close() })
+		return &conformance.Env{A: a, B: peer}
+	})
+}

@@ -53,7 +53,10 @@ type engine struct {
 	// gsi receives the MADs sent to QP1 (the IB CM's agent, ibcm.go);
 	// nil when no agent runs. Called with the turn held: it must not
 	// block.
-	gsi     func(src netip.AddrPort, mad []byte)
+	gsi func(src netip.AddrPort, mad []byte)
+	// cm is the IB CM's agent (gsi.go), whose timers the engine runs;
+	// nil when none runs.
+	cm      *gsi
 	spare   []*qpConn // swap buffer for notify
 	timer   *time.Timer
 	timerAt time.Time // when timer fires; zero when stopped
@@ -330,6 +333,9 @@ func (e *engine) expire(now time.Time) {
 			c.onTimer(now)
 		}
 	}
+	if e.cm != nil {
+		e.cm.tick(now)
+	}
 }
 
 // arm makes the timer fire no later than the earliest deadline of any QP.
@@ -341,6 +347,11 @@ func (e *engine) arm() {
 	var next time.Time
 	for _, c := range e.qps {
 		if d := c.deadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	if e.cm != nil {
+		if d := e.cm.next(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
 			next = d
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/goverbs/goverbs/internal/ibcm"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -16,6 +17,7 @@ type link struct {
 	cfg config
 	eng *engine
 	dev *soft.Device
+	gsi *gsi // the IB CM's agent (Options.CM = CMIB); nil otherwise
 
 	mu        sync.Mutex
 	listeners map[*listener]struct{}
@@ -37,6 +39,9 @@ func (l *link) AdjustCaps(c *provider.Caps) {
 	c.ManualConnect = true
 	c.RNRRetry = true
 	c.MaxPrivateData = MaxPrivateData
+	if l.cfg.CM == CMIB {
+		c.MaxPrivateData = ibcm.MaxPrivateData
+	}
 	c.PathMTU = l.cfg.PathMTU
 	c.MaxMsgSize = maxDMALen
 	c.UD = true
@@ -106,6 +111,9 @@ func (l *link) Close() error {
 	}
 	for c := range conns {
 		c.close()
+	}
+	if l.gsi != nil {
+		l.gsi.closeAll()
 	}
 	l.eng.stop()
 	return nil

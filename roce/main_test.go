@@ -1,6 +1,7 @@
 package roce_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
@@ -11,7 +12,11 @@ import (
 
 func TestMain(m *testing.M) {
 	open := func() (*verbs.Device, string, error) {
-		d, err := verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
+		o := roce.Options{Addr: "127.0.0.1:0"}
+		if os.Getenv(cmEnv) == "ib" { // TestConformanceIBCrossProcess's child
+			o.CM = roce.CMIB
+		}
+		d, err := verbs.Open(roce.New(o))
 		return d, "127.0.0.1:0", err
 	}
 	maybeServeBenchPeer()
@@ -19,3 +24,6 @@ func TestMain(m *testing.M) {
 	conformance.MaybeServePeer(open, conformance.WithCallHook(roce.RaceSync))
 	leakcheck.Main(m)
 }
+
+// cmEnv tells a peer child process which connection manager to use.
+const cmEnv = "GOVERBS_ROCE_TEST_CM"

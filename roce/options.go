@@ -62,6 +62,26 @@ const (
 	ICRCIgnore
 )
 
+// CMMode selects how Dial, Listen and Accept connect.
+type CMMode uint8
+
+// Connection managers.
+const (
+	// CMSideChannel runs the exchange over a side TCP connection (cm.go):
+	// the default between goverbs devices, for it proves the peer's UDP
+	// address with a cookie before any packet goes there, carries up to
+	// MaxPrivateData bytes, and sees a peer process die at once.
+	CMSideChannel CMMode = iota
+	// CMIB runs the InfiniBand CM on QP1 with rdma_cm's addressing (the
+	// TCP port space, the CMA header), as the kernel's rdma_cm does over
+	// RoCE: the setting to reach rping, ucmatose, perftest -R and every
+	// other librdmacm program. Addresses are "ip:port" (the rdma_cm
+	// port; the peer's GSI at UDP 4791) or "ip:port@udp". Private data:
+	// 56 bytes in a REQ (92 less rdma_cm's 36-byte header), 196 in a
+	// REP, 148 in a REJ, given back without trailing zero bytes.
+	CMIB
+)
+
 // Options configure a RoCEv2 device. The zero value binds 127.0.0.1:4791.
 type Options struct {
 	// Name is the device name; empty gives "roce0", "roce1", ...
@@ -112,6 +132,9 @@ type Options struct {
 	// SocketBuffer is SO_RCVBUF and SO_SNDBUF in bytes; zero means 4 MiB
 	// (the kernel may cap it at net.core.rmem_max).
 	SocketBuffer int
+	// CM selects the connection manager of Dial, Listen and Accept
+	// (CMSideChannel by default).
+	CM CMMode
 	// WrapConn, if set, wraps the device's socket: the seam where tests
 	// inject loss, delay, reordering, duplication and corruption.
 	WrapConn func(PacketConn) PacketConn

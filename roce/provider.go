@@ -66,6 +66,9 @@ func (p *Provider) Open() (provider.Device, error) {
 	l := &link{cfg: cfg, listeners: make(map[*listener]struct{}), conns: make(map[*cmConn]struct{})}
 	l.eng = newEngine(&l.cfg, conn)
 	l.dev = soft.NewDevice(l, soft.Config{Name: cfg.Name})
+	if cfg.CM == CMIB {
+		l.gsi = newGSI(l)
+	}
 	l.eng.start()
 	p.mu.Lock()
 	p.link = l

@@ -45,6 +45,7 @@ type qpConn struct {
 
 	pending atomic.Uint32
 	cm      *cmConn // the side channel; nil for a manual connection
+	ib      *ibConn // the IB CM's connection (cm_ib.go); guarded by the turn
 }
 
 // Compile-time checks.
@@ -107,6 +108,12 @@ func (c *qpConn) Disconnect() {
 		c.e.tx.flush()
 		c.resp.completeDone(true) // every ACK is in the socket
 	}
+	if c.ib != nil && !c.e.stopped {
+		// The DREQ leaves behind the ACKs, from the same socket: the
+		// peer reads them first.
+		c.ib.hangUp(c.e.clock())
+		c.e.arm()
+	}
 	c.e.mu.Unlock()
 	c.e.kick()
 	if c.cm != nil {
@@ -123,6 +130,10 @@ func (c *qpConn) Detach() {
 		c.cm.close()
 	}
 	c.e.mu.Lock()
+	if c.ib != nil && !c.e.stopped {
+		c.ib.hangUp(c.e.clock()) // a destroyed QP's peer is told, as rdma_cm's is
+		c.e.arm()
+	}
 	c.release()
 	c.e.mu.Unlock()
 	c.e.kick() // work queued while we held the turn's lock
