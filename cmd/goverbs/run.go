@@ -88,6 +88,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return interopCmd(ctx, cmd, rest, stdout, stderr)
 	case "rstream":
 		return rstreamCmd(ctx, rest, stdout, stderr)
+	case "rocecm":
+		return roceCMCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return helpCmd(rest, stdout)
 	default:

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/goverbs/goverbs/interop/rping"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+const roceCMUsage = `Usage: goverbs rocecm rping -c -a SERVER [flags]   rping's protocol over RoCEv2, connected by the IB CM
+       goverbs rocecm rping -s -a LOCAL [flags]    the server, for the kernel's rping -c
+       goverbs rocecm nowhere -a SERVER -p PORT     a connect to a port nobody listens on: expects the REJ
+
+The RoCEv2 device connects through the InfiniBand CM on QP1, as rdma_cm
+does over RoCE (roce.Options.CM = roce.CMIB), so the kernel's rping on
+rxe0 is its peer. The device binds UDP 4791 of the local IP (-a for a
+server, --local or the route to the server for a client). Every byte is
+validated on both sides.
+
+Flags:
+`
+
+type roceCMFlags struct {
+	fs             *flag.FlagSet
+	client, server bool
+	addr, local    string
+	port, mtu      int
+	cfg            rping.Config
+	timeout        time.Duration
+}
+
+func newRoceCMFlags() *roceCMFlags {
+	f := &roceCMFlags{fs: flag.NewFlagSet("rocecm", flag.ContinueOnError)}
+	fs := f.fs
+	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
+	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
+	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the local one (server)")
+	fs.StringVar(&f.local, "local", "", "the client's `IP` (default: the address that routes to the server)")
+	fs.IntVar(&f.port, "p", rping.Port, "rdma_cm `port`")
+	fs.IntVar(&f.mtu, "mtu", 1024, "path `MTU`")
+	fs.IntVar(&f.cfg.Size, "S", rping.DefaultSize, "buffer `size`")
+	fs.IntVar(&f.cfg.Count, "C", 10, "`pings`")
+	fs.BoolVar(new(bool), "V", true, "validate (always on)")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "fail after this `duration`")
+	return f
+}
+
+func printRoceCMUsage(w io.Writer) {
+	fmt.Fprint(w, roceCMUsage)
+	printFlags(w, newRoceCMFlags().fs)
+}
+
+// roceCMCmd is goverbs rocecm.
+func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "rping" && args[0] != "nowhere") {
+		printRoceCMUsage(stderr)
+		return &UsageError{Cmd: "rocecm", Err: errors.New("want rping or nowhere")}
+	}
+	mode := args[0]
+	f := newRoceCMFlags()
+	if err := parse(f.fs, "rocecm", args[1:], printRoceCMUsage, stdout, stderr); err != nil {
+		return err
+	}
+	if f.addr == "" || (mode == "rping" && f.client == f.server) {
+		return &UsageError{Cmd: "rocecm", Err: errors.New("give -a, and for rping exactly one of -c and -s")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	local := f.local
+	if f.server {
+		local = f.addr
+	}
+	rf := roceFlags{local: local, mtu: f.mtu}
+	ip, err := rf.localIP(f.addr)
+	if err != nil {
+		return err
+	}
+	dev, err := verbs.Open(roce.New(roce.Options{Addr: ip.String(), PathMTU: verbs.MTU(f.mtu),
+		ICRC: roce.ICRCIgnoreIPv4, AnyPeerPort: true, CM: roce.CMIB}))
+	if err != nil {
+		return err
+	}
+	defer watchEvents(dev, stderr)()
+	defer dev.Close()
+	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
+	if mode == "nowhere" {
+		return roceCMNowhere(ctx, dev, addr, stdout)
+	}
+	var res rping.Result
+	role := "client"
+	if f.client {
+		res, err = rping.Client(ctx, dev, addr, f.cfg)
+	} else {
+		role = "server"
+		res, err = rpingServe(ctx, dev, addr, f.cfg, stderr)
+	}
+	fmt.Fprintf(stdout, "goverbs rocecm rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
+	return err
+}
+
+// roceCMNowhere dials a port nobody listens on and succeeds only if the
+// peer's CM rejected it (ErrRejected).
+func roceCMNowhere(ctx context.Context, dev *verbs.Device, addr string, stdout io.Writer) error {
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	cq, err := dev.CreateCQ(4)
+	if err != nil {
+		return err
+	}
+	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	defer qp.Close()
+	start := time.Now()
+	_, err = dev.Dial(ctx, addr, qp, verbs.ConnParam{})
+	fmt.Fprintf(stdout, "goverbs rocecm nowhere: dial %s after %v: %v\n", addr, time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, verbs.ErrRejected) {
+		return fmt.Errorf("dial %s: %v, want ErrRejected", addr, err)
+	}
+	return nil
+}
