@@ -53,6 +53,7 @@ listening() {
 # kernel's tools, which listen on TCP port N, or the text a goverbs server
 # prints), runs the client, and records PASS when both exit 0.
 entry() {
+    local args=("$@")
     local pair=$1 dir=$2 op=$3 size=$4 iters=$5 check=$6 ready=$7; shift 8
     local srv=() cli=()
     while [ "$1" != "--" ]; do srv+=("$1"); shift; done; shift
@@ -72,11 +73,21 @@ entry() {
     wait $sp
     local src=$?
     local secs; secs=$(echo "$t0 $(now)" | awk '{printf "%.1f", $2-$1}')
-    local res=PASS
+    local res=PASS${RETRY_NOTE:-}
     if [ $crc != 0 ] || [ $src != 0 ]; then
         res="FAIL(client=$crc,server=$src)"
-        fails=$((fails + 1))
         { echo "\$ ${srv[*]}"; cat /tmp/srv.log; echo "\$ ${cli[*]}"; cat /tmp/cli.log; } > "$OUT/logs/$tag.log"
+        # RETRY_ON names a failure of the C peer's own making that an entry
+        # may meet once (rsocket's close race: a peer that closes with our
+        # credit message unread resets the connection and drops its last
+        # data, C against C too): the entry runs again, once, and its row
+        # says so. Any other failure, or a second one, fails.
+        if [ -n "${RETRY_ON:-}" ] && [ -z "${RETRY_NOTE:-}" ] && grep -qE "$RETRY_ON" /tmp/cli.log /tmp/srv.log; then
+            mv "$OUT/logs/$tag.log" "$OUT/logs/$tag.first-try.log"
+            RETRY_NOTE="(2nd try: $(grep -ohE "$RETRY_ON" /tmp/cli.log /tmp/srv.log | head -1))" entry "${args[@]}"
+            return
+        fi
+        fails=$((fails + 1))
     fi
     printf 'ROW\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$pair" "$dir" "$op" "$size" "$iters" "$res" "$secs" "$check"
     if [ -n "$KEEP" ]; then cp /tmp/cli.log "$KEEP/$tag.client.log"; cp /tmp/srv.log "$KEEP/$tag.server.log"; fi
@@ -208,6 +219,7 @@ phase_capture() {
 # connects through the IB CM, which goverbs' roce transport does not speak.
 phase_rstream() {
     local size n
+    local RETRY_ON="connection reset by peer"
     for size in 64 4096 65536 1048576; do
         case $size in
             64) n=$(iters 1000 50) ;; 4096) n=$(iters 500 20) ;;
