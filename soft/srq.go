@@ -317,12 +317,16 @@ func (qp *QP) retireSRQLocked() {
 		if qp.srqHead == nil {
 			qp.srqTail = nil
 		}
+		wc := w.wc
 		if w.e.Flushed {
-			w.wc = provider.WorkCompletion{WRID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+			wc = provider.WorkCompletion{WRID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 		}
-		w.wc.QPN = qp.qpn
-		qp.recvCQ.push(&w.wc)
+		wc.QPN = qp.qpn
+		// The slot is free before the completion can be polled: an
+		// application that reposts the moment it polls must find room
+		// (PostRecv takes only the SRQ's lock, not this QP's).
 		qp.srq.put(w)
+		qp.recvCQ.push(&wc)
 	}
 	if qp.state == provider.StateErr && qp.srqHead == nil && !qp.lastWQE {
 		qp.lastWQE = true
