@@ -5,6 +5,7 @@ package rdmacore
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -160,6 +161,13 @@ func (q *qp) PostSend(wrs []provider.SendWR) error {
 	if err := t.CheckSends(wrs, nil); err != nil {
 		return err
 	}
+	for i := range wrs {
+		if wrs[i].Opcode == provider.OpRead && len(wrs[i].SGL) > q.d.maxSGERd {
+			return &provider.PostError{Op: "post send", Index: i, WRID: wrs[i].ID,
+				Err: fmt.Errorf("%w: a READ into %d SGEs (%s scatters a READ into at most %d, max_sge_rd)",
+					provider.ErrNotSupported, len(wrs[i].SGL), q.d.name, q.d.maxSGERd)}
+		}
+	}
 	for start := 0; start < len(wrs); start += batch {
 		chunk := wrs[start:min(start+batch, len(wrs))]
 		cw := unsafe.Slice(q.swr, len(chunk))
@@ -257,6 +265,27 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) error {
 			i := start + bad
 			return &provider.PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: wrap("ibv_post_recv", err)}
 		}
+	}
+	if q.state == provider.StateErr {
+		return q.ringRecvFlush()
+	}
+	return nil
+}
+
+// ringRecvFlush makes the device flush receives posted to a QP in ERR.
+// A receive queue has no doorbell on rxe: libibverbs' rxe provider
+// (rdma-core providers/rxe/rxe.c, rxe_post_recv) only writes the shared
+// ring, and the kernel flushes that ring only when its responder task runs
+// in the error state (drivers/infiniband/sw/rxe/rxe_resp.c,
+// check_resource), which a packet or a move to ERR schedules (rxe_qp.c,
+// rxe_qp_error). ERR -> ERR is a legal transition (IBA 10.3.1; the
+// kernel's qp_state_table) that schedules it, so the flush completions are
+// the device's own. Devices that flush at post time take it as a no-op
+// (siw_qp_modify ignores it). Called with q.mu held.
+func (q *qp) ringRecvFlush() error {
+	a := qpAttr{qp_state: ibvQPSErr}
+	if err := modifyQP(q.h, &a, ibvQPState); err != nil {
+		return wrap("ibv_modify_qp ERR -> ERR (flush the receives posted in ERR)", err)
 	}
 	return nil
 }
@@ -392,6 +421,12 @@ func (q *qp) Query() (provider.QPAttr, error) {
 	}
 	if a.path_mtu == 0 {
 		out.PathMTU = 0
+	}
+	if q.d.iwarp && strings.HasPrefix(q.d.name, "siw") {
+		// siw reports its IRD as max_rd_atomic and its ORD as
+		// max_dest_rd_atomic (siw_verbs.c siw_query_qp: irq_size,
+		// orq_size), the reverse of IBA's meaning (11.2.5.3).
+		out.MaxRdAtomic, out.MaxDestRdAtomic = out.MaxDestRdAtomic, out.MaxRdAtomic
 	}
 	if q.d.caps.ManualConnect {
 		out.AV.GID = avGID(&a)
