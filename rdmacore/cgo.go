@@ -53,7 +53,7 @@ typedef struct {
 typedef struct {
 	uint64_t max_mr_size, page_size_cap, max_msg;
 	uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd, max_mw;
-	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, atomic_cap, transport, dev_cap_flags;
+	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, atomic_cap, transport, dev_cap_flags, max_sge_rd;
 	uint32_t port_state, active_mtu, max_mtu, link_layer, active_speed, active_width, gid_tbl_len;
 	uint64_t node_guid;
 } gv_attr;
@@ -80,7 +80,7 @@ static int gv_query(struct ibv_context *ctx, gv_attr *a) {
 	a->max_mr_size = d->max_mr_size; a->page_size_cap = d->page_size_cap;
 	a->max_qp = d->max_qp; a->max_qp_wr = d->max_qp_wr; a->max_sge = d->max_sge;
 	a->max_cq = d->max_cq; a->max_cqe = d->max_cqe; a->max_mr = d->max_mr; a->max_pd = d->max_pd;
-	a->max_mw = d->max_mw; a->max_qp_rd_atom = d->max_qp_rd_atom;
+	a->max_mw = d->max_mw; a->max_qp_rd_atom = d->max_qp_rd_atom; a->max_sge_rd = d->max_sge_rd;
 	a->max_qp_init_rd_atom = d->max_qp_init_rd_atom; a->atomic_cap = d->atomic_cap;
 	a->dev_cap_flags = d->device_cap_flags; a->node_guid = d->node_guid;
 	a->transport = ctx->device->transport_type;

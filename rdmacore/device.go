@@ -74,6 +74,7 @@ type device struct {
 	gid        [16]byte
 	addrs      []string
 	portActive bool
+	maxSGERd   int // SGEs a READ may scatter into (ibv_device_attr.max_sge_rd)
 
 	events chan provider.AsyncEvent
 	async  *os.File // dup of the async fd, for the netpoller
@@ -112,6 +113,13 @@ func openDev(name string) (*device, error) {
 	}
 	d.iwarp = a.transport == ibvTransportIWARP
 	d.portActive = a.port_state == ibvPortActive
+	// siw scatters a READ into its first SGE only (max_sge_rd 1,
+	// drivers/infiniband/sw/siw/siw.h SIW_MAX_SGE_RD; siw_qp_rx.c
+	// siw_orqe_start_rx copies sge[0] alone): more is refused at post.
+	d.maxSGERd = int(a.max_sge_rd)
+	if d.maxSGERd == 0 {
+		d.maxSGERd = int(a.max_sge)
+	}
 	ifindex := 0
 	if !d.iwarp && a.link_layer == ibvLinkEthernet {
 		if i, gid, ifi := roceGID(ctx, int(a.gid_tbl_len)); i >= 0 {
