@@ -75,6 +75,9 @@ type cmChannel struct {
 	ch unsafe.Pointer
 	f  *os.File
 	wg sync.WaitGroup
+	// dying counts the ids of abandoned dials still being destroyed (see
+	// destroyLater); the channel outlives them.
+	dying sync.WaitGroup
 
 	mu    sync.Mutex
 	qs    map[uint64]*idQueue
@@ -178,7 +181,23 @@ func (c *cmChannel) forget(id uint64) {
 	c.mu.Unlock()
 }
 
+// destroyLater destroys the id of a dial its context abandoned, off the
+// caller's goroutine. rdma_destroy_id of an iWARP id whose MPA request is
+// unanswered blocks until siw's MPA timer fires (MPAREQ_TIMEOUT, 10 s,
+// drivers/infiniband/sw/siw/siw_cm.h; the cm_id reference siw_connect
+// took is dropped only then), so a Dial that honours its context cannot
+// wait for it. The reader keeps acknowledging the id's last events
+// meanwhile, which rdma_destroy_id waits for.
+func (c *cmChannel) destroyLater(id uint64) {
+	c.dying.Add(1)
+	go func() {
+		defer c.dying.Done()
+		destroyID(id)
+	}()
+}
+
 func (c *cmChannel) close() {
+	c.dying.Wait()
 	c.f.Close()
 	c.wg.Wait()
 	c.mu.Lock()
@@ -507,7 +526,11 @@ func (d *device) Dial(ctx context.Context, addr string, pq provider.QP, param pr
 	info, err := d.dial(ctx, id, cq, ip, port, q, param)
 	if err != nil {
 		d.cm.forget(id)
-		destroyID(id)
+		if ctx.Err() != nil {
+			d.cm.destroyLater(id)
+		} else {
+			destroyID(id)
+		}
 		return provider.ConnInfo{}, err
 	}
 	return info, nil
@@ -558,8 +581,15 @@ func (d *device) dial(ctx context.Context, id uint64, cq *idQueue, ip uint32, po
 		if err != nil {
 			return provider.ConnInfo{}, err
 		}
-		// The REP's fields in our view: ini is the acceptor's IRD.
+		// ib_cm turns the REP's fields into our view of the peer: ini is
+		// the acceptor's IRD (cm_format_rep_event). iw_cm reports the
+		// values siw negotiated and set on our QP instead: ini our IRD,
+		// rr our ORD (siw_cm.c siw_proc_mpareply and siw_cm_upcall;
+		// cma.c cma_iw_handler).
 		ird, ord := p.ResponderResources, min(p.InitiatorDepth, e.ini)
+		if d.iwarp {
+			ird, ord = e.ini, e.rr
+		}
 		switch e.typ {
 		case cmConnectResponse:
 			if err := q.toRTS(id, ird, ord); err != nil {
