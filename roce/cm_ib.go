@@ -113,12 +113,15 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 	}
 	g := l.gsi
 	p := param.WithDefaults(d.Caps())
-	sqPSN := soft.NewPSN()
+	// A CM message's Starting PSN is the one its sender expects to
+	// receive: the peer sends from it (cm.c: cm_req_handler and
+	// cm_rep_handler set the receiver's sq_psn from it).
+	rqPSN := soft.NewPSN()
 	dst := netip.AddrPortFrom(ip, udp)
 	req := ib.CMReq{
 		ServiceID: ibcm.ServiceID(port), LocalQPN: qp.QPN(),
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
-		TransportType: ib.CMTransportRC, EndToEndFlowControl: true, StartingPSN: sqPSN,
+		TransportType: ib.CMTransportRC, EndToEndFlowControl: true, StartingPSN: rqPSN,
 		RetryCount: p.RetryCount, PKey: ib.DefaultPKey, PathMTU: ib.MTUCode(int(l.cfg.PathMTU)),
 		RNRRetryCount: p.RNRRetryCount,
 		Primary: ib.CMPath{
@@ -164,7 +167,7 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 	}
 	ord := min(p.InitiatorDepth, rep.ResponderResources)
 	c := newQPConn(l.eng, qp, qpParams{
-		dest: rep.LocalQPN, peer: dst, rqPSN: rep.StartingPSN, mtu: l.cfg.PathMTU,
+		dest: rep.LocalQPN, peer: dst, rqPSN: rqPSN, mtu: l.cfg.PathMTU,
 		ird: p.ResponderResources, gso: isGoverbsGUID(rep.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
 	})
 	if err := c.attach(); err != nil {
@@ -173,7 +176,7 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 	}
 	err = qp.Establish(c, soft.EstablishAttr{
 		DestQPN: rep.LocalQPN, AV: provider.AddressVector{Addr: dst.String()},
-		RQPSN: rep.StartingPSN, SQPSN: sqPSN, PathMTU: l.cfg.PathMTU,
+		RQPSN: rqPSN, SQPSN: rep.StartingPSN, PathMTU: l.cfg.PathMTU,
 		IRD: p.ResponderResources, ORD: ord,
 		RetryCnt: p.RetryCount, RNRRetry: rep.RNRRetryCount,
 		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
@@ -391,9 +394,9 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 	acc := param.WithDefaults(l.dev.Caps())
 	ord := min(acc.InitiatorDepth, req.ResponderResources)
 	mtu := min(l.cfg.PathMTU, provider.MTU(ib.MTUBytes(req.PathMTU)))
-	sqPSN := soft.NewPSN()
+	rqPSN := soft.NewPSN() // what the REP asks the dialer to send from (see dialIB)
 	c := newQPConn(l.eng, q, qpParams{
-		dest: req.LocalQPN, peer: r.peer, rqPSN: req.StartingPSN, mtu: mtu,
+		dest: req.LocalQPN, peer: r.peer, rqPSN: rqPSN, mtu: mtu,
 		ird: acc.ResponderResources, gso: isGoverbsGUID(req.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
 	})
 	refuse := func() {
@@ -409,7 +412,7 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 	}
 	err := q.Establish(c, soft.EstablishAttr{
 		DestQPN: req.LocalQPN, AV: provider.AddressVector{Addr: r.peer.String()},
-		RQPSN: req.StartingPSN, SQPSN: sqPSN, PathMTU: mtu,
+		RQPSN: rqPSN, SQPSN: req.StartingPSN, PathMTU: mtu,
 		IRD: acc.ResponderResources, ORD: ord,
 		RetryCnt: req.RetryCount, RNRRetry: acc.RNRRetryCount,
 		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
@@ -421,7 +424,7 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 	}
 	c.SendReady()
 	rep := ib.CMRep{
-		LocalQPN: q.QPN(), StartingPSN: sqPSN, ResponderResources: acc.ResponderResources, InitiatorDepth: ord,
+		LocalQPN: q.QPN(), StartingPSN: rqPSN, ResponderResources: acc.ResponderResources, InitiatorDepth: ord,
 		TargetACKDelay: 15, FailoverAccepted: 1, // failover not supported (no alternate path)
 		EndToEndFlowControl: true, RNRRetryCount: acc.RNRRetryCount,
 	}
