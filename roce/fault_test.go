@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/faultnet"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -29,16 +30,16 @@ import (
 // the other direction at 1% (0.21⁸ ≈ 4e-6).
 var faultProfiles = []struct {
 	name string
-	p    faultProfile
-	back *faultProfile
+	p    faultnet.Profile
+	back *faultnet.Profile
 }{
-	{"drop1", faultProfile{drop: 0.01}, nil},
-	{"drop20requests", faultProfile{drop: 0.20}, &faultProfile{drop: 0.01}},
-	{"drop20responses", faultProfile{drop: 0.01}, &faultProfile{drop: 0.20}},
-	{"reorder10", faultProfile{reorder: 0.10, delay: 0.05, maxDelay: 2 * time.Millisecond}, nil},
-	{"duplicate20", faultProfile{dup: 0.20}, nil},
-	{"corrupt10", faultProfile{corrupt: 0.10}, nil},
-	{"mixed", faultProfile{drop: 0.05, dup: 0.05, corrupt: 0.03, reorder: 0.05, delay: 0.03, maxDelay: 3 * time.Millisecond}, nil},
+	{"drop1", faultnet.Profile{Drop: 0.01}, nil},
+	{"drop20requests", faultnet.Profile{Drop: 0.20}, &faultnet.Profile{Drop: 0.01}},
+	{"drop20responses", faultnet.Profile{Drop: 0.01}, &faultnet.Profile{Drop: 0.20}},
+	{"reorder10", faultnet.Profile{Reorder: 0.10, Delay: 0.05, MaxDelay: 2 * time.Millisecond}, nil},
+	{"duplicate20", faultnet.Profile{Dup: 0.20}, nil},
+	{"corrupt10", faultnet.Profile{Corrupt: 0.10}, nil},
+	{"mixed", faultnet.Profile{Drop: 0.05, Dup: 0.05, Corrupt: 0.03, Reorder: 0.05, Delay: 0.03, MaxDelay: 3 * time.Millisecond}, nil},
 }
 
 // faultSeed returns the seed for a run: GOVERBS_ROCE_SEED, or a fresh one.
@@ -67,15 +68,15 @@ type faultPair struct {
 
 // newFaultPair connects two devices whose sockets inject p's faults (back's,
 // if set, on B's side).
-func newFaultPair(t *testing.T, p faultProfile, back *faultProfile, seed uint64, ackTimeout uint8) *faultPair {
+func newFaultPair(t *testing.T, p faultnet.Profile, back *faultnet.Profile, seed uint64, ackTimeout uint8) *faultPair {
 	t.Helper()
 	fp := &faultPair{}
 	if back == nil {
 		back = &p
 	}
-	wrap := func(dst **faultConn, p faultProfile, s uint64) func(roce.PacketConn) roce.PacketConn {
+	wrap := func(dst **faultConn, p faultnet.Profile, s uint64) func(roce.PacketConn) roce.PacketConn {
 		return func(c roce.PacketConn) roce.PacketConn {
-			*dst = newFaultConn(c, p.plan(s, &fp.blackout))
+			*dst = newFaultConn(c, p.Plan(s, &fp.blackout))
 			return *dst
 		}
 	}
@@ -110,8 +111,8 @@ func newFaultPair(t *testing.T, p faultProfile, back *faultProfile, seed uint64,
 		return fmt.Sprintf("A %v\nB %v\ndevA %v\ndevB %v\nfaults A→B sent %d dropped %d dup %d corrupt %d reorder %d delay %d",
 			nonZero(fp.qa.Counters()), nonZero(fp.qb.Counters()),
 			nonZero(deviceCounters(t, fp.a)), nonZero(deviceCounters(t, fp.b)),
-			fp.fa.stats.sent.Load(), fp.fa.stats.dropped.Load(), fp.fa.stats.duplicated.Load(),
-			fp.fa.stats.corrupted.Load(), fp.fa.stats.reordered.Load(), fp.fa.stats.delayed.Load())
+			fp.fa.Stats.Sent.Load(), fp.fa.Stats.Dropped.Load(), fp.fa.Stats.Duplicated.Load(),
+			fp.fa.Stats.Corrupted.Load(), fp.fa.Stats.Reordered.Load(), fp.fa.Stats.Delayed.Load())
 	}
 	return fp
 }
@@ -356,7 +357,7 @@ func fillRand(r *rand.Rand, b []byte) {
 // TestTotalLoss cuts the wire after connecting: every WR ends, the first
 // with RETRY_EXC_ERR and the rest flushed, after retry_cnt timeouts.
 func TestTotalLoss(t *testing.T) {
-	fp := newFaultPair(t, faultProfile{}, nil, 1, 10)
+	fp := newFaultPair(t, faultnet.Profile{}, nil, 1, 10)
 	fp.blackout.Store(true)
 	src := mustMR(t, fp.pda, 4096, verbs.AccessLocalWrite)
 	dst := mustMR(t, fp.pdb, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/faultnet"
 	"github.com/goverbs/goverbs/internal/wire/ib"
-	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -16,7 +16,7 @@ import (
 // or NAKs for PSNs never sent. Each is dropped and counted; the QP stays in
 // RTS and keeps working.
 func TestForeignPackets(t *testing.T) {
-	fp := newFaultPair(t, faultProfile{}, nil, 1, 0)
+	fp := newFaultPair(t, faultnet.Profile{}, nil, 1, 0)
 	pa := rocePeerAddr(t, fp.fa)
 	pb := rocePeerAddr(t, fp.fb)
 	qpnA := fp.qa.QPN()
@@ -81,9 +81,7 @@ func ack(src, dst netip.AddrPort, qpn uint32, psn ib.PSN, pkey uint16, syn ib.Sy
 
 // inject sends b to dst through a device's own socket.
 func inject(f *faultConn, dst netip.AddrPort, b []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.PacketConn.WriteBatch([]roce.Message{{Buffers: [][]byte{b}, Addr: dst}})
+	f.Inject([]faultnet.Packet{{B: b, Addr: dst}})
 }
 
 func rocePeerAddr(t *testing.T, f *faultConn) netip.AddrPort {

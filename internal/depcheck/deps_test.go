@@ -31,6 +31,7 @@ var rules = map[string][]string{
 	"internal/depcheck":  {},
 	"internal/leakcheck": {},
 	"internal/keyspace":  {},
+	"internal/faultnet":  {},           // the fault seam of the transports' tests
 	"internal/testkit":   {"verbs"},    // test machinery, written against the public API
 	"internal/devcore":   {"provider"}, // the queue rules soft and fabric share
 	"mem":                {"golang.org/x/sys"},
@@ -47,7 +48,7 @@ var rules = map[string][]string{
 	// directly); none imports verbs, bench or another transport.
 	"loopback": {"provider", "soft"},
 	"iwarp":    {"provider", "soft", "mem", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
-	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
+	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
 	"shm":      {"provider", "soft", "mem", "golang.org/x/sys"},
 	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "golang.org/x/sys"},
 	"rdmacore": {"provider", "mem", "internal/devcore"},
