@@ -9,17 +9,26 @@ import (
 	"testing"
 )
 
-// Every type a user fills in or reads is documented where it is imported:
-// go doc on the verbs package shows its fields, not an alias of another
-// package's type.
-func TestGoDocShowsFields(t *testing.T) {
+// goCommand returns the go command of the toolchain running the test, or
+// skips the test (in -short, or where the toolchain has none): what tests
+// that act as a user at a shell (go doc, go mod tidy) need.
+func goCommand(t *testing.T, what string) string {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("runs go doc: skipped in -short")
+		t.Skip(what + ": skipped in -short")
 	}
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
 		t.Skipf("no go command beside the toolchain: %v", err)
 	}
+	return gobin
+}
+
+// Every type a user fills in or reads is documented where it is imported:
+// go doc on the verbs package shows its fields, not an alias of another
+// package's type.
+func TestGoDocShowsFields(t *testing.T) {
+	gobin := goCommand(t, "runs go doc")
 	for typ, fields := range map[string][]string{
 		"SendWR":         {"Opcode", "Flags", "SGL", "Remote", "Imm"},
 		"RecvWR":         {"ID", "SGL"},

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,13 +13,7 @@ import (
 // `go mod tidy` clean and builds and runs against verbs: what `go get` gives
 // a new user.
 func TestOutsideModuleBuilds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a module: skipped in -short")
-	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		t.Skipf("no go command beside the toolchain: %v", err)
-	}
+	gobin := goCommand(t, "builds a module")
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

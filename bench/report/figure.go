@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // Figure is several plots stacked top to bottom in one image: what
@@ -151,21 +148,7 @@ func (f *Figure) WritePNG(w io.Writer) error {
 
 // WriteFile writes the figure to path, as PNG when the name ends in .png
 // (any case) and as SVG otherwise.
-func (f *Figure) WriteFile(path string) (err error) {
-	file, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	if strings.EqualFold(filepath.Ext(path), ".png") {
-		return f.WritePNG(file)
-	}
-	return f.WriteSVG(file)
-}
+func (f *Figure) WriteFile(path string) error { return writeImage(path, f.WriteSVG, f.WritePNG) }
 
 // shifted draws on c moved down by dy: one panel of a figure.
 type shifted struct {

@@ -198,7 +198,11 @@ func smallestLatencySize(results []Result) int64 {
 
 // WriteFile writes the plot to path, as PNG when the name ends in .png
 // (any case) and as SVG otherwise.
-func (p *Plot) WriteFile(path string) (err error) {
+func (p *Plot) WriteFile(path string) error { return writeImage(path, p.WriteSVG, p.WritePNG) }
+
+// writeImage creates path and writes it with png when the name ends in
+// .png (any case), with svg otherwise.
+func writeImage(path string, svg, png func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -209,9 +213,9 @@ func (p *Plot) WriteFile(path string) (err error) {
 		}
 	}()
 	if strings.EqualFold(filepath.Ext(path), ".png") {
-		return p.WritePNG(f)
+		return png(f)
 	}
-	return p.WriteSVG(f)
+	return svg(f)
 }
 
 // WriteSVG writes the plot as a standalone SVG document.
