@@ -13,7 +13,7 @@
 #                           [--out DIR] [--timeout S] [--lab DIR]
 #   --quick        fewer iterations and sizes (env QUICK=1)
 #   --phases P     a subset of: rping pingpong perftest-siw perftest-rxe bench
-#                  capture rstream rdmacore (env PHASES; default all). rdmacore runs
+#                  capture rstream rocecm rdmacore (env PHASES; default all). rdmacore runs
 #                  the conformance suite over rxe0 and siw0 through the
 #                  rdma-core backend (a cgo test binary, -tags rdmacore; its
 #                  own boot of the lab)
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=${QUICK:-0}
-PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream rdmacore}
+PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream rocecm rdmacore}
 OUT=
 TIMEOUT=
 LAB=${GOVERBS_LAB:-$ROOT/../shared/lab}
@@ -138,14 +138,17 @@ fi
 [ -d "$OUT/guest/logs" ] && ls "$OUT/guest/logs" | grep -q . && echo "logs of failed entries: $OUT/guest/logs"
 
 # 4. The captures, decoded here.
-case " $PHASES " in *" capture "*)
+case " $PHASES " in *" capture "* | *" rocecm "*)
     echo
     echo "== captures (tshark $(tshark --version 2>/dev/null | head -1 | awk '{print $3}'))"
     if ! command -v tshark > /dev/null; then
         echo "tshark not installed: captures not decoded"
         fails=$((fails + 1))
     else
-        for p in siw rxe; do
+        caps=
+        case " $PHASES " in *" capture "*) caps="siw rxe" ;; esac
+        case " $PHASES " in *" rocecm "*) caps="$caps rocecm" ;; esac
+        for p in $caps; do
             f=$OUT/guest/capture-$p.pcap
             if [ ! -s "$f" ]; then echo "capture-$p: missing"; fails=$((fails + 1)); continue; fi
             # tshark checks no CRC here: MPA CRCs are not negotiated with siw
@@ -174,10 +177,20 @@ case " $PHASES " in *" capture "*)
             if [ "$rdma" = 0 ] || [ "$malformed" != 0 ] || [ "$experr" != 0 ]; then
                 res=NOT-CLEAN; fails=$((fails + 1))
             fi
+            if [ $p = rocecm ]; then
+                # The IB CM's MADs: REQ 0x10, REJ 0x12, REP 0x13, RTU 0x14,
+                # DREQ 0x15, DREP 0x16, each decoded as a CM MAD.
+                mads=$(ts -Y 'infiniband.mad' -T fields -e infiniband.mad.attributeid | sort | uniq -c |
+                    awk '{printf "%s%s×%s", s, $2, $1; s=" "}')
+                for a in 0x0010 0x0012 0x0013 0x0014 0x0015 0x0016; do
+                    case " $mads" in *" $a×"*) ;; *) res=NOT-CLEAN; fails=$((fails + 1)); echo "capture-rocecm: no CM attribute $a" ;; esac
+                done
+                echo "  CM MADs (attribute×count): $mads"
+            fi
             echo "capture-$p: $total frames, $rdma decoded as $proto, malformed $malformed, expert errors $experr: $res"
             echo "  TCP resets: $rst (the kernel tools': perftest -R's data-port retries, perftest closing with \"done\" unread)"
             echo "  opcodes (count): $ops"
-            if [ $p = rxe ]; then
+            if [ $p = rxe ] || [ $p = rocecm ]; then
                 # tshark does not check the ICRC; scapy does, for both sides
                 # (tools/verify/verify_roce_icrc.py, as the roce tests use it).
                 senders=$(ts -Y 'udp.dstport == 4791' -T fields -e ip.src | sort | uniq -c |

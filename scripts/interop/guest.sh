@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream}
+PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream rocecm}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -236,6 +236,34 @@ phase_rstream() {
     done
 }
 
+# rdma_cm over RoCE (issue 14): goverbs' roce transport connected through
+# the IB CM on QP1 (goverbs rocecm) against the kernel's rping over rxe0,
+# both ways, every byte checked on both sides; a connect to a port nobody
+# listens on must end in the kernel's REJ (reason 8) as ErrRejected. Each
+# rping ends with a DREQ/DREP (the client's). Captured on rxe-a for
+# scripts/interop.sh, which decodes the MADs as InfiniBand CM. rping -s
+# listens through rdma_cm, not on a TCP port: its row gives it 3 s.
+phase_rocecm() {
+    local td size n
+    tcpdump -i rxe-a -U -s 0 -w $OUT/capture-rocecm.pcap 'udp port 4791' 2>/dev/null &
+    td=$!; sleep 1
+    for size in 100 4096; do
+        n=$(iters 20 3)
+        entry goverbs-rxe "goverbs rocecm rping -c -> rping -s" "rdma_cm rping (IB CM; SEND, READ, WRITE)" $size $n \
+            "every byte, both sides; DREQ/DREP" "rdma_cm up" \
+            -- sh -c "(sleep 3; echo rdma_cm up) & exec rping -s -a $X -S $size -C $n" \
+            -- $NS $G rocecm rping -c -a $X -S $size -C $n
+        entry goverbs-rxe "rping -c -V -> goverbs rocecm rping -s" "rdma_cm rping (IB CM; SEND, READ, WRITE)" $size $n \
+            "every byte, both sides; DREQ/DREP" "listening" \
+            -- $NS $G rocecm rping -s -a $XP -S $size -C $n \
+            -- rping -c -a $XP -S $size -C $n -V
+    done
+    entry goverbs-rxe "goverbs rocecm -> rxe0, port 9999 (no listener)" "rdma_cm connect, REJ 8" 0 1 \
+        "ErrRejected, REJ reason 8" ready \
+        -- echo ready -- $NS $G rocecm nowhere -a $X -p 9999
+    sleep 1; kill $td; wait $td
+}
+
 has rping && phase_rping
 has rstream && phase_rstream
 has pingpong && phase_pingpong
@@ -243,6 +271,7 @@ has perftest-siw && phase_perftest_siw
 has perftest-rxe && phase_perftest_rxe
 has bench && phase_bench
 has capture && phase_capture
+has rocecm && phase_rocecm
 
 echo "SUMMARY failed=$fails"
 [ $fails = 0 ]
