@@ -19,10 +19,14 @@
 // into the target region or receive buffers (readv) after soft has checked
 // the key, bounds and rights, and READs, atomics and FLUSHes are answered
 // by the responder's engine without its application. Small FPDUs, and the
-// bytes a read finds beyond the current FPDU, go through a 256 KiB receive
-// buffer: the read-ahead starts at 4 KiB and doubles while the socket is
-// backed up (fewer system calls, each of which may also send a TCP ACK, for
-// one copy more), and falls back as soon as the receiver keeps up. FPDUs
+// bytes a read finds beyond the current FPDU, go through a receive buffer
+// of 4 to 256 KiB: the read-ahead starts at 4 KiB and doubles while the
+// socket is backed up (fewer system calls, each of which may also send a
+// TCP ACK, for one copy more), and falls back as soon as the receiver
+// keeps up; the buffer grows with it and shrinks again over the next
+// waits. While the receive goroutine waits with nothing buffered, the
+// buffer goes back to a shared pool, so an idle connection holds none and
+// a new one reuses the buffer of one that ended. FPDUs
 // are sized to the path MSS (about 64 KiB on loopback, see FPDUSize). In
 // steady state no message allocates.
 //

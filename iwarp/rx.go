@@ -13,14 +13,14 @@ import (
 
 // Receive buffer sizing. The buffer holds any whole FPDU (the portable
 // path reads every FPDU whole) and reads ahead so that a run of small
-// FPDUs costs one read. A large payload goes from the socket straight into
-// its target, reading ahead between minReadAhead and maxReadAhead bytes of
-// what follows (see rxState.adapt).
+// FPDUs costs one read; it grows while reads fill it (see rxbuf.go). A
+// large payload goes from the socket straight into its target, reading
+// ahead between minReadAhead and maxReadAhead bytes of what follows (see
+// rxState.adapt).
 const (
-	rxBufSize    = 256 << 10
 	smallULPDU   = 2048 // FPDUs up to this are read whole before they are parsed
 	minReadAhead = 4 << 10
-	maxReadAhead = rxBufSize
+	maxReadAhead = rxBufMax
 )
 
 // errStopped ends the receive loop after the engine already reacted (a
@@ -32,19 +32,23 @@ var errTruncated = errors.New("iwarp: connection closed inside an FPDU")
 
 // rxState belongs to the receive goroutine.
 type rxState struct {
-	b    []byte
-	r, w int
-	mid  bool // inside an FPDU
-	ra   int  // read-ahead after a payload read straight into its target
-	iov  [][]byte
-	dst  [][]byte
+	b     []byte // nil until the first read and while parked (see rxbuf.go)
+	r, w  int
+	bp    *[]byte // b's pool entry
+	class int     // b's size class, or the one to take after a park
+	need  int     // the most the stream needed of b since the last park
+	mid   bool    // inside an FPDU
+	ra    int     // read-ahead after a payload read straight into its target
+	iov   [][]byte
+	dst   [][]byte
 
 	// The segment being handled, for the Terminate that answers a
 	// violation: its DDP header, ULPDU_Length and Read Request header.
 	hdrCopy [iw.DDPUntaggedHeaderSize]byte
 	hdrLen  int
 	segLen  int
-	rrCopy  []byte
+	rrCopy  [iw.ReadRequestSize]byte
+	rrLen   int
 
 	msn0, msn1, msn3 uint32 // next MSN expected on QN 0, 1 and 3
 
@@ -67,7 +71,6 @@ type rxState struct {
 }
 
 func (x *rxState) init() {
-	x.b = make([]byte, rxBufSize)
 	x.ra = minReadAhead
 	x.iov = make([][]byte, 0, maxReadIov)
 	x.dst = make([][]byte, 0, maxReadIov)
@@ -94,6 +97,7 @@ func (e *endpoint) rxLoop() {
 	<-e.txDone
 	e.finalize()
 	e.linger()
+	e.rx.putBuf()
 }
 
 func (e *endpoint) rxRun() error {
@@ -132,6 +136,7 @@ func (e *endpoint) linger() {
 	if e.detached.Load() {
 		e.discardReadable()
 	} else {
+		e.rx.unpark()
 		e.conn.SetReadDeadline(time.Now().Add(lingerTime))
 		for {
 			if _, err := e.conn.Read(e.rx.b); err != nil {
@@ -149,6 +154,7 @@ func (e *endpoint) discardReadable() {
 		return
 	}
 	x := &e.rx
+	x.unpark()
 	for range 16 {
 		x.iov = append(x.iov[:0], x.b)
 		n, err := e.raw.readv(x.iov, false)
@@ -159,38 +165,50 @@ func (e *endpoint) discardReadable() {
 	}
 }
 
-// readSock reads what is available into p, waiting for at least a byte.
-// Receives held back get their Placed notice first: the wait may be for
-// the peer, which waits for the notice.
-func (e *endpoint) readSock(p []byte) (int, error) {
+// readSock reads what is available into b[w:], waiting for at least a
+// byte. Receives held back get their Placed notice first: the wait may be
+// for the peer, which waits for the notice. With nothing buffered, the
+// buffer goes back to its pool while the goroutine waits in the netpoller
+// (see rxState.park): an idle connection holds none.
+func (e *endpoint) readSock() (int, error) {
 	e.askNotice()
-	if e.raw != nil {
-		x := &e.rx
-		x.iov = append(x.iov[:0], p)
-		n, err := e.raw.readv(x.iov, true)
-		x.iov[0] = nil
+	x := &e.rx
+	switch {
+	case e.raw == nil:
+		n, err := e.conn.Read(x.b[x.w:])
+		raceAcquire()
 		return n, err
+	case x.r == x.w && !e.raw.busyPoll():
+		return e.raw.readvIdle(x.b[x.w:], x)
 	}
-	n, err := e.conn.Read(p)
-	raceAcquire()
+	x.iov = append(x.iov[:0], x.b[x.w:])
+	n, err := e.raw.readv(x.iov, true)
+	x.iov[0] = nil
 	return n, err
 }
 
 // fill makes at least n bytes available at b[r:].
 func (e *endpoint) fill(n int) error {
 	x := &e.rx
+	x.unpark()
 	for x.w-x.r < n {
 		if x.r == x.w {
 			x.r, x.w = 0, 0
 		}
+		x.room(n)
 		if len(x.b)-x.r < n {
 			x.w = copy(x.b, x.b[x.r:x.w])
 			x.r = 0
 		}
-		k, err := e.readSock(x.b[x.w:])
+		k, err := e.readSock()
 		x.w += k
 		if err != nil && x.w-x.r < n {
 			return err
+		}
+		if x.w == len(x.b) && len(x.b) < rxBufMax {
+			// The read filled the buffer: the socket is backed up,
+			// and reading further ahead saves system calls.
+			x.room(2 * len(x.b))
 		}
 	}
 	return nil
@@ -199,7 +217,7 @@ func (e *endpoint) fill(n int) error {
 // rxFPDU reads and handles one FPDU.
 func (e *endpoint) rxFPDU() error {
 	x := &e.rx
-	x.mid, x.rrCopy, x.hdrLen = false, nil, 0
+	x.mid, x.rrLen, x.hdrLen = false, 0, 0
 	if err := e.fill(iw.ULPDULengthSize); err != nil {
 		return err
 	}

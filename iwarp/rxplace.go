@@ -54,6 +54,7 @@ func (e *endpoint) placeSegs(pieces [][]byte, payload []byte, crc *iw.CRC32c, n 
 	for done < n {
 		e.askNotice() // the read below may wait for the peer
 		x.r, x.w = 0, 0
+		x.room(x.ra)
 		x.iov = appendRange(x.iov[:0], pieces, uint64(done), uint64(n-done))
 		x.iov = append(x.iov, x.b[:x.ra])
 		k, err := e.raw.readv(x.iov, true)
@@ -127,6 +128,7 @@ func (e *endpoint) placeWrite(stag uint32, to uint64, payload []byte, crc *iw.CR
 		}
 		for len(buf) > 0 {
 			x.r, x.w = 0, 0
+			x.room(x.ra)
 			x.iov = append(x.iov[:0], buf, x.b[:x.ra])
 			k, err := e.raw.readv(x.iov, false)
 			clear(x.iov)

@@ -40,7 +40,7 @@ func (e *endpoint) owe(j respJob) error {
 
 // rxReadReq answers an RDMA Read Request from the source region.
 func (e *endpoint) rxReadReq(h iw.DDPUntagged, rr iw.ReadRequest) error {
-	e.rx.rrCopy = rr
+	e.rx.rrLen = copy(e.rx.rrCopy[:], rr)
 	if err := e.admit(h); err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (e *endpoint) prepareTerm(t iw.Term) {
 		return
 	}
 	x := &e.rx
-	e.termLen = buildTerminate(&e.termBuf, t, x.hdrCopy[:x.hdrLen], x.segLen, x.rrCopy, e.crc)
+	e.termLen = buildTerminate(&e.termBuf, t, x.hdrCopy[:x.hdrLen], x.segLen, x.rrCopy[:x.rrLen], e.crc)
 	e.termPending.Store(true)
 }
 

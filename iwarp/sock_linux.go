@@ -35,6 +35,9 @@ type rawSock struct {
 	rerr          syscall.Errno
 	rwaited       bool
 	readFn, waitR func(uintptr) bool
+	parker        rxParker // readvIdle's, while it runs
+	parked        bool     // parker holds no buffer: riov[0] is empty
+	peek          [1]byte
 
 	// Write half.
 	wiov    [maxWriteIov]unix.Iovec
@@ -73,13 +76,32 @@ func newRawSock(c net.Conn, busy bool) *rawSock {
 	return s
 }
 
+// rxParker gives the receive buffer back while a read waits, and takes
+// one back when the socket is readable (see readvIdle).
+type rxParker interface {
+	park()
+	unpark() []byte
+}
+
 func (s *rawSock) doRead(fd uintptr) bool {
+	if s.parked {
+		s.parked = false
+		b := s.parker.unpark()
+		s.riov[0].Base = &b[0]
+		s.riov[0].SetLen(len(b))
+	}
 	for {
 		n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.riov[0])), uintptr(s.rn))
 		if e == unix.EINTR {
 			continue
 		}
 		if e == unix.EAGAIN && s.rblock {
+			if s.parker != nil {
+				// Nothing to read: wait without the buffer.
+				s.riov[0] = unix.Iovec{}
+				s.parker.park()
+				s.parked = true
+			}
 			return false // park in the netpoller until readable
 		}
 		s.rdone, s.rerr = int(n), e
@@ -98,8 +120,9 @@ func (s *rawSock) doWaitRead(fd uintptr) bool {
 		return true
 	}
 	s.rwaited = true
-	var b [1]byte
-	_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	// A raw recvfrom: unix.Recvfrom allocates its address.
+	_, _, err := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peek[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	return err != unix.EAGAIN // readable, closed or failed: the caller reads and sees which
 }
 
@@ -154,6 +177,37 @@ func (s *rawSock) readv(bufs [][]byte, block bool) (int, error) {
 		}
 		return s.rdone, nil
 	}
+}
+
+// readvIdle reads into b, the whole free receive buffer when nothing is
+// buffered, waiting for at least a byte as readv does; while it waits in
+// the netpoller, p.park gives the buffer back, and p.unpark takes a new
+// one (whose whole length is read into) when the socket is readable, so
+// that an idle connection holds no receive buffer. Not for busy polling,
+// which never parks. Once it returns, p holds a buffer again.
+func (s *rawSock) readvIdle(b []byte, p rxParker) (int, error) {
+	s.riov[0].Base = &b[0]
+	s.riov[0].SetLen(len(b))
+	s.rn = 1
+	s.parker = p
+	defer raceAcquire()
+	s.rblock = true
+	err := s.rc.Read(s.readFn)
+	if s.parked { // woken by a deadline or Close, not data
+		s.parked = false
+		p.unpark()
+	}
+	s.parker = nil
+	s.riov[0] = unix.Iovec{}
+	switch {
+	case err != nil:
+		return 0, err
+	case s.rerr != 0:
+		return 0, s.rerr
+	case s.rdone == 0:
+		return 0, io.EOF
+	}
+	return s.rdone, nil
 }
 
 // waitReadable parks until the socket is readable (or a deadline or Close

@@ -17,15 +17,22 @@ const (
 	maxWriteIov = 1024
 )
 
+// rxParker is the receive buffer's owner (see the Linux readvIdle).
+type rxParker interface {
+	park()
+	unpark() []byte
+}
+
 var errWouldBlock = errors.New("iwarp: socket would block")
 
-func newRawSock(net.Conn, bool) *rawSock            { return nil }
-func (*rawSock) readv([][]byte, bool) (int, error)  { return 0, errors.ErrUnsupported }
-func (*rawSock) waitReadable() error                { return errors.ErrUnsupported }
-func (*rawSock) writev([][]byte, bool) (int, error) { return 0, errors.ErrUnsupported }
-func peerGone(net.Conn) (gone, sentData bool)       { return false, false }
-func pathMSS(net.Conn) int                          { return 0 }
-func requestArrived(net.Conn) (int, bool)           { return 0, false }
+func newRawSock(net.Conn, bool) *rawSock                 { return nil }
+func (*rawSock) readv([][]byte, bool) (int, error)       { return 0, errors.ErrUnsupported }
+func (*rawSock) readvIdle([]byte, rxParker) (int, error) { return 0, errors.ErrUnsupported }
+func (*rawSock) waitReadable() error                     { return errors.ErrUnsupported }
+func (*rawSock) writev([][]byte, bool) (int, error)      { return 0, errors.ErrUnsupported }
+func peerGone(net.Conn) (gone, sentData bool)            { return false, false }
+func pathMSS(net.Conn) int                               { return 0 }
+func requestArrived(net.Conn) (int, bool)                { return 0, false }
 
 func tuneSocket(c net.Conn, _ time.Duration) {
 	if tc, ok := c.(*net.TCPConn); ok {
