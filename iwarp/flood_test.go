@@ -266,11 +266,12 @@ func TestListenerFloodHonestPeers(t *testing.T) {
 	}{{"silent", false, false}, {"half MPA", true, false}, {"one source", true, true}} {
 		t.Run(kind.name, func(t *testing.T) {
 			// More attackers than the listener holds half-open (256 in
-			// all here, 32 per source), so that every newcomer evicts one.
+			// all here, 32 per source once 128 are held), so that every
+			// newcomer evicts one.
 			p := floodPlan{attackers: 300, attempts: 20_000, maxTime: 10 * time.Second, honest: 40, parallel: 4,
 				half: kind.half, oneSource: kind.oneSource}
 			if kind.oneSource {
-				p.attackers = 100
+				p.attackers = 200
 			}
 			if raceEnabled {
 				p.honest = 20

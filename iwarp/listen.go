@@ -218,13 +218,20 @@ type eviction struct {
 	why error
 }
 
-// admit adds h to the half-open set. When h's source already has
-// maxHalfOpenPerSource connections there, or the set holds maxHalfOpen,
-// the oldest slow one (of that source, or of all; see slowest) is evicted
-// to make room, rather than h refused: an attacker holding slots with silent or dribbling connections
+// admit adds h to the half-open set. When the set holds maxHalfOpen, or
+// is under pressure (see underPressure) and h's source already has
+// maxHalfOpenPerSource connections there, the oldest slow one (of all, or
+// of that source; see slowest) is evicted to make room, rather than h
+// refused: an attacker holding slots with silent or dribbling connections
 // then only shortens the time each has, and a peer that sends its Request
 // at once, as an honest one does, still gets in. It fails once the
 // listener is closed.
+//
+// The per-source bound bites only under pressure: many honest dialers
+// behind one address (a client host opening hundreds of connections at
+// once, a NAT) have each been accepted before they were scheduled to
+// write their Request, and evicting them while the listener has room to
+// spare would turn them away for nothing.
 func (lis *listener) admit(h *halfOpen) ([]eviction, bool) {
 	cfg := &lis.link.cfg
 	lis.mu.Lock()
@@ -240,7 +247,7 @@ func (lis *listener) admit(h *halfOpen) ([]eviction, bool) {
 		same = list.New()
 		lis.bySrc[h.src] = same
 	}
-	if same.Len() >= cfg.maxHalfOpenPerSource {
+	if same.Len() >= cfg.maxHalfOpenPerSource && lis.underPressure() {
 		old := slowest(same)
 		lis.evictLocked(old)
 		out = append(out, eviction{old, fmt.Errorf("%w: evicted: %d connections from %v in their MPA exchange, the oldest goes",
@@ -258,6 +265,14 @@ func (lis *listener) admit(h *halfOpen) ([]eviction, bool) {
 	h.all = lis.half.PushBack(h)
 	h.same = same.PushBack(h)
 	return out, true
+}
+
+// underPressure reports whether the half-open set is at least half full,
+// the point from which one source may not take more than its share of
+// what is left. Below it, a single flooding source can hold at most half
+// the set; the other half stays for everyone else. Called with mu held.
+func (lis *listener) underPressure() bool {
+	return lis.half.Len() >= lis.link.cfg.maxHalfOpen/2
 }
 
 // evictScan bounds how many of the oldest half-open connections admit

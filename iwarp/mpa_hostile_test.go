@@ -262,7 +262,12 @@ func TestListenerFlood(t *testing.T) {
 		keep   int
 		dial   func(string) (net.Conn, error)
 	}{
-		{"one source", iwarp.HalfOpenLimit(0, 0), iwarp.DefaultMaxHalfOpenPerSource,
+		// One source is held to its share once half the set is taken:
+		// 128 of 256 here.
+		{"one source", iwarp.HalfOpenLimit(256, iwarp.DefaultMaxHalfOpenPerSource), 128,
+			func(a string) (net.Conn, error) { return net.Dial("tcp", a) }},
+		// With room to spare, the per-source bound does not bite.
+		{"one source, room to spare", iwarp.HalfOpenLimit(0, 0), 200,
 			func(a string) (net.Conn, error) { return net.Dial("tcp", a) }},
 		{"many sources", iwarp.HalfOpenLimit(64, 8), 64, dialSpread},
 	}
@@ -292,6 +297,9 @@ func TestListenerFlood(t *testing.T) {
 				conns = append(conns, c)
 			}
 			waitFor(t, func() bool { return evicted.Load() >= n-int32(tc.keep) })
+			if tc.keep == n {
+				time.Sleep(50 * time.Millisecond) // give wrong evictions the time to happen
+			}
 			if got := evicted.Load(); got != n-int32(tc.keep) {
 				t.Errorf("%d evictions, want %d", got, n-tc.keep)
 			}
@@ -323,6 +331,55 @@ func TestListenerFlood(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestListenerManyDialersOneSource: more honest initiators than
+// DefaultMaxHalfOpenPerSource from one address, all connected before any
+// has written its MPA Request (as hundreds of dialers on one host are,
+// when the listener accepts faster than they are scheduled), all get
+// their Reply: the per-source bound bites only when the listener is short
+// of room, not while it has plenty (issue 17 item 3, 256 dialers).
+func TestListenerManyDialersOneSource(t *testing.T) {
+	const n = 3 * iwarp.DefaultMaxHalfOpenPerSource
+	var evicted atomic.Int32
+	v := newVictim(t, iwarp.OnRefused(func(_ string, err error) {
+		if errors.Is(err, verbs.ErrLimit) {
+			evicted.Add(1)
+		}
+	}))
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", v.ln.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		conns[i] = c
+	}
+	// Let the listener accept them all while they are still silent.
+	time.Sleep(50 * time.Millisecond)
+	pd, _ := (&iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}}).Append(nil)
+	req := request(iw.MPAEnhanced, 2, pd)
+	for _, c := range conns {
+		c.Write(req)
+	}
+	failed := 0
+	for i, c := range conns {
+		hdr := make([]byte, iw.MPAHeaderSize)
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			if failed++; failed == 1 {
+				t.Errorf("dialer %d: reading the MPA Reply: %v", i, err)
+			}
+			continue
+		}
+		if iw.MPAFlags(hdr[16])&iw.MPAReject != 0 {
+			t.Errorf("dialer %d: rejected", i)
+		}
+	}
+	if failed > 0 || evicted.Load() > 0 {
+		t.Errorf("%d of %d dialers got no Reply; %d evictions", failed, n, evicted.Load())
 	}
 }
 

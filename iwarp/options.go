@@ -31,7 +31,8 @@ const (
 	// without evicting anyone.
 	DefaultMaxHalfOpen = 1024
 	// DefaultMaxHalfOpenPerSource is how many of those may come from one
-	// source address (one IPv6 /64) before its oldest is evicted.
+	// source address (one IPv6 /64) before its oldest is evicted, once the
+	// listener holds half of its maximum (see HalfOpenLimit).
 	DefaultMaxHalfOpenPerSource = 32
 	// DefaultDialTimeout bounds a Dial whose context has no deadline.
 	DefaultDialTimeout = 10 * time.Second
@@ -153,7 +154,11 @@ func MPARequestTimeout(d time.Duration) Option {
 // beyond a bound is not refused: the oldest half-open one (of its source,
 // or of all) is closed to make room, so that connections which never
 // speak cannot lock out a peer that sends its Request at once, and a
-// single source cannot take the slots of others. Each eviction is
+// single source cannot take the slots of others. The per-source bound
+// applies only while at least total/2 connections are half-open: below
+// that there is room to spare, and many honest dialers from one host (each
+// accepted before it has written its Request) are not turned away; a
+// single source so holds at most about half the slots. Each eviction is
 // reported to OnRefused, wrapping provider.ErrLimit. Values below 1 select
 // DefaultMaxHalfOpen and DefaultMaxHalfOpenPerSource.
 func HalfOpenLimit(total, perSource int) Option {
