@@ -27,6 +27,7 @@ var childRoles = map[string]func(){
 	"hammer":         hammerChild,
 	"ro-writer":      roWriterChild,
 	"pong":           pongChild,
+	"send-pong":      sendPongChild,
 	"sink":           sinkChild,
 	"last-recv":      lastRecvChild,
 	"stalled-reader": stalledReaderChild,
