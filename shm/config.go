@@ -20,7 +20,8 @@ const (
 	NotifyEvent Notify = iota
 	// NotifyPoll never sleeps while the connection is up: lowest latency
 	// for SENDs and owner-served requests, one busy goroutine per
-	// connection.
+	// connection (parked while a goroutine busy-polling the QP's CQ runs
+	// the engine itself, see the package documentation).
 	NotifyPoll
 )
 
@@ -52,7 +53,8 @@ type Options struct {
 	// connections; Provider.SetNotify changes it per QP.
 	Notify Notify
 	// Spin is how long an idle engine polls before it sleeps
-	// (NotifyEvent).
+	// (NotifyEvent), and how long its goroutine parks at a time while a
+	// CQ poller runs the engine.
 	Spin time.Duration
 	// RingSize is the size in bytes of each of a connection's two rings
 	// per direction (requests, responses): a power of two, at least

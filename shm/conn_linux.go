@@ -13,8 +13,9 @@ import (
 //
 // Goroutines: the runner executes the send queue on whichever goroutine
 // kicks it (PostSend, the engine), one at a time (runner_linux.go); the
-// engine goroutine serves the peer's requests and completes ours
-// (engine_linux.go); the reader goroutine handles control messages and
+// engine serves the peer's requests and completes ours (engine_linux.go),
+// on its own goroutine or on one polling a CQ, whichever holds the turn
+// (drive_linux.go); the reader goroutine handles control messages and
 // notices the peer's death (reader_linux.go). Fields say who touches them.
 type conn struct {
 	l   *link
@@ -37,10 +38,19 @@ type conn struct {
 	leftErr    atomic.Pointer[error] // why the peer left (peerLeft); the engine fails the QP with it
 	kickEng    atomic.Bool           // a local reason for the engine to look again
 
+	// The engine's turn: the engine goroutine or a poller driving the
+	// engine (drive_linux.go) holds it while it runs a pass; eng is
+	// theirs. polled says a poller drove since the engine goroutine last
+	// looked: it parks on wake meanwhile.
+	turn   sync.Mutex
+	polled atomic.Bool
+	wake   chan struct{}
+	cqs    [2]*drivenCQ // the CQs that drive us; guarded by l.mu
+
 	cnt  counters // QP.Counters
 	run  runner   // requester state; runner_linux.go
 	fl   inflight // ring requests awaiting the peer; runner and engine
-	eng  engine   // engine goroutine only; engine_linux.go
+	eng  engine   // the turn's holder only; engine_linux.go
 	exp  exports  // regions we exported to the peer; guarded by l.mu
 	acks acks     // answers to our exports that registrations wait for
 	imp  imports  // regions the peer exported to us; reader writes, runner reads
@@ -60,6 +70,7 @@ func newConn(l *link, qp *soft.QP, ctl ctlConn, pid int, me *local, peer *remote
 	c := &conn{
 		l: l, qp: qp, pd: qp.PD(), ctl: ctl, pid: pid, me: me, peer: peer,
 		engDone: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan struct{}),
+		wake: make(chan struct{}, 1),
 	}
 	c.mode.Store(uint32(l.notifyFor(qp.QPN())))
 	c.run.init(c)
@@ -79,6 +90,7 @@ func (c *conn) start() {
 	go c.readLoop()
 	go watch()
 	c.l.attach(c)
+	c.l.driveCQs(c)
 }
 
 // awaitReady waits until the regions the peer had registered when the
@@ -129,6 +141,10 @@ func (c *conn) wakeEngine() {
 	if c.me.seg.word(offSleeping).Load() != 0 {
 		ring(c.me.efdRaw)
 	}
+	select {
+	case c.wake <- struct{}{}: // parked for a poller (engineLoop)
+	default:
+	}
 }
 
 // SendReady implements soft.Endpoint.
@@ -171,8 +187,11 @@ func (c *conn) Detach() {
 		if c.stopWatch != nil {
 			c.stopWatch()
 		}
+		c.undrive()
 		c.wakeEngine()
 		<-c.engDone
+		c.turn.Lock() // a poller's pass under way ends; later ones see detached
+		c.turn.Unlock()
 		c.run.quiesce()
 		c.helpers.Wait()
 		c.imp.dropAll(c)

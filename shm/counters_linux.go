@@ -15,6 +15,7 @@ type counters struct {
 	served      atomic.Uint64 // peer requests this side served as responder
 	doorbells   atomic.Uint64 // times we rang the peer's doorbell
 	sleeps      atomic.Uint64 // times our engine slept on its doorbell
+	polled      atomic.Uint64 // engine passes with progress run by a goroutine polling a CQ
 	exported    atomic.Uint64 // regions we exported to the peer
 	imported    atomic.Uint64 // regions of the peer we mapped
 }
@@ -30,6 +31,7 @@ func (c *conn) Counters() []provider.Counter {
 		{Name: "served_requests", Value: k.served.Load()},
 		{Name: "doorbells", Value: k.doorbells.Load()},
 		{Name: "engine_sleeps", Value: k.sleeps.Load()},
+		{Name: "polled_passes", Value: k.polled.Load()},
 		{Name: "regions_exported", Value: k.exported.Load()},
 		{Name: "regions_imported", Value: k.imported.Load()},
 	}

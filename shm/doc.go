@@ -72,19 +72,31 @@
 // table of region descriptors, a request ring and a response ring, and the
 // positions and counters of the protocol. The layout, field by field, and
 // the memory-ordering argument of every word are in layout_linux.go. A
-// connection's engine goroutine serves the peer's requests and completes
-// our ring requests. In NotifyEvent mode (the default) it polls for
-// Options.Spin after its last work, then sleeps on an eventfd that the peer
-// writes only when it sees the engine asleep; in NotifyPoll mode it never
-// sleeps. Provider.SetNotify chooses per QP (the verbs API has no per-CQ
-// transport option; each connected QP has its own engine). A stream of
-// one-sided operations involves no engine at all.
+// connection's engine serves the peer's requests and completes our ring
+// requests. A goroutine that polls a CQ and finds it empty runs the engine
+// of every connection whose QP completes into that CQ itself, then polls
+// again: a busy-polling application is its own engine, with no hand-off to
+// another goroutine and no second spinning thread (on a machine with as
+// many CPUs as spinners, two processes on two CPUs, that is the difference
+// between a SEND in about a microsecond and one in hundreds). Meanwhile the
+// engine goroutine parks, looking again every Options.Spin (the Go timer's
+// resolution may make that a millisecond), at once when the goroutine
+// waits on the CQ instead (CQ.Wait, CQ.PollWait) or on a local event; so a
+// message that arrives just after the application stopped polling without
+// waiting can wait that long. Otherwise the engine goroutine does the work.
+// In NotifyEvent mode (the default) it polls for Options.Spin after its last
+// work, then sleeps on an eventfd that the peer writes only when it sees the
+// engine asleep; in NotifyPoll mode it never sleeps. Provider.SetNotify
+// chooses per QP (the verbs API has no per-CQ transport option; each
+// connected QP has its own engine). A stream of one-sided operations
+// involves no engine at all.
 //
 // A QP's transport counters (verbs QP.Counters) say which path its work
 // took: direct_ops and direct_bytes (performed on the peer's memory),
 // ring_requests and ring_bytes (sent through the ring), served_requests
-// (the peer's, served here), doorbells, engine_sleeps, regions_exported
-// and regions_imported.
+// (the peer's, served here), doorbells, engine_sleeps, polled_passes
+// (engine passes that made progress on a goroutine polling a CQ),
+// regions_exported and regions_imported.
 //
 // RNR: a SEND or WRITE with immediate that finds no receive waits at the
 // receiver for the sender's rnr_retry periods of the receiver's

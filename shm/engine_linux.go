@@ -10,11 +10,12 @@ import (
 	"github.com/goverbs/goverbs/soft"
 )
 
-// engine is the state of a connection's engine goroutine: it serves the
+// engine is the state of a connection's engine: it serves the
 // peer's ring requests as a responder (responder_linux.go) and completes
 // our own ring requests from the peer's responses and acknowledgements.
-// Every field is the engine goroutine's, except rnrWaiting, which
-// RecvReady reads.
+// Every field belongs to the holder of the connection's turn (the engine
+// goroutine, or a poller driving it: drive_linux.go), except rnrWaiting,
+// which RecvReady reads, and buf, the engine goroutine's doorbell buffer.
 type engine struct {
 	c      *conn
 	rxReq  rxRing // the peer's request ring
@@ -61,15 +62,42 @@ func (e *engine) init(c *conn) {
 
 // engineLoop runs until Detach. In NotifyEvent mode it sleeps on the
 // doorbell after Options.Spin without progress; in NotifyPoll mode it never
-// sleeps.
+// sleeps. While a poller drives the engine (drive_linux.go) it parks
+// instead, waking every Options.Spin (or sooner, on a local event or a
+// CQ wait) to see whether the poller still does.
 func (c *conn) engineLoop() {
 	e := &c.eng
 	defer close(c.engDone)
-	defer e.release()
+	defer func() {
+		c.turn.Lock()
+		e.release()
+		c.turn.Unlock()
+	}()
+	park := time.NewTimer(time.Hour)
+	park.Stop()
 	idle := time.Now()
 	for !c.detached.Load() {
-		c.kickEng.Store(false)
-		if e.pass() {
+		if c.polled.Load() {
+			c.polled.Store(false)
+			park.Reset(c.l.cfg.Spin)
+			select {
+			case <-c.wake:
+				park.Stop()
+			case <-park.C:
+			}
+			idle = time.Now()
+			continue
+		}
+		if !c.turn.TryLock() {
+			runtime.Gosched() // a poller is in a pass
+			continue
+		}
+		if c.kickEng.Load() {
+			c.kickEng.Store(false)
+		}
+		p := e.pass()
+		c.turn.Unlock()
+		if p {
 			idle = time.Now()
 			continue
 		}
@@ -150,12 +178,15 @@ func (e *engine) hasWork() bool {
 
 // sleep waits on the doorbell, after announcing it (see the protocol in
 // layout_linux.go), until the peer or a local event rings it, or until the
-// RNR deadline.
+// RNR deadline. It looks at the engine's state under the turn and waits
+// without it; a poller holding the turn is awake already, and sleep
+// returns.
 func (e *engine) sleep() {
 	c := e.c
 	sleeping := c.me.seg.word(offSleeping)
 	sleeping.Store(1)
-	if !e.hasWork() {
+	if c.turn.TryLock() {
+		work := e.hasWork()
 		deadline := time.Time{}
 		switch e.blocked {
 		case blockedRNR:
@@ -163,9 +194,12 @@ func (e *engine) sleep() {
 		case blockedResp:
 			deadline = e.readDeadline()
 		}
-		c.cnt.sleeps.Add(1)
-		c.me.efd.SetReadDeadline(deadline)
-		c.me.efd.Read(e.buf[:])
+		c.turn.Unlock()
+		if !work && !c.polled.Load() {
+			c.cnt.sleeps.Add(1)
+			c.me.efd.SetReadDeadline(deadline)
+			c.me.efd.Read(e.buf[:])
+		}
 	}
 	sleeping.Store(0)
 }

@@ -5,6 +5,7 @@ import (
 	"log"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -45,10 +46,11 @@ func (p *Provider) Open() (provider.Device, error) {
 		return nil, fmt.Errorf("%w: an shm Provider opens one device; make another Provider", provider.ErrBusy)
 	}
 	l := &link{cfg: cfg, conns: make(map[*conn]struct{}), regions: make(map[*soft.MR]*exportRegion),
-		listeners: make(map[*listener]struct{}), notify: make(map[uint32]Notify)}
+		listeners: make(map[*listener]struct{}), notify: make(map[uint32]Notify),
+		qpCQs: make(map[weak.Pointer[soft.QP]][2]*drivenCQ)}
 	l.dev = soft.NewDevice(l, soft.Config{Name: cfg.Name, Caps: cfg.Caps})
 	p.l = l
-	return l.dev, nil
+	return &device{Device: l.dev, l: l}, nil
 }
 
 // SetNotify sets how the engine of the connection of QP qpn learns of its
@@ -90,7 +92,8 @@ type link struct {
 	conns     map[*conn]struct{}
 	regions   map[*soft.MR]*exportRegion // registered regions a peer can map
 	listeners map[*listener]struct{}
-	notify    map[uint32]Notify // per-QP notify mode (SetNotify)
+	notify    map[uint32]Notify                      // per-QP notify mode (SetNotify)
+	qpCQs     map[weak.Pointer[soft.QP]][2]*drivenCQ // the send and receive CQs of each QP (drive_linux.go)
 	closed    bool
 
 	warnOnce sync.Once // OwnerServedWarn's one line
