@@ -292,8 +292,15 @@ var (
 )
 
 // kickRunner restarts a runner that waits for ring space the peer freed.
+// The peer's consumed position is loaded only while the runner waits: the
+// peer writes it for every request, and a look on every pass would take
+// its cache line from the peer each time (lastCons may then be stale,
+// which costs at most one needless kick).
 func (e *engine) kickRunner() bool {
 	c := e.c
+	if !c.run.stalled.Load() {
+		return false
+	}
 	cons := c.peer.seg.word(offReqCons).Load()
 	if cons == e.lastCons {
 		return false

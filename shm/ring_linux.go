@@ -90,11 +90,43 @@ type txRing struct {
 	prod *atomic.Uint64 // our published position
 	cons *atomic.Uint64 // the peer's consumed position (read-only to us)
 	pos  uint64         // our position, including reserved bytes not yet published
+	seen uint64         // the peer's consumed position last loaded
 }
 
 // maxPayload is the largest payload of one record: a quarter of the ring,
 // so that a record and a pad always fit when the ring is empty.
 func (t *txRing) maxPayload() int { return len(t.buf)/4 - recHeader }
+
+// fits reports whether a record of size bytes (and the pad before it, if
+// it would cross the end of the ring) fits in the space the peer had freed
+// at consumed position cons.
+func (t *txRing) fits(cons, size uint64) (pad uint64, ok bool) {
+	n := uint64(len(t.buf))
+	off := t.pos & (n - 1)
+	if off+size > n {
+		pad = n - off
+	}
+	return pad, n-(t.pos-cons) >= pad+size
+}
+
+// space reports whether a record of size bytes fits. It loads the peer's
+// consumed position only when the one seen last leaves too little room:
+// the peer writes that word for every record it consumes, and loading it
+// for every record we produce would pull its cache line over here and
+// back on each message, on both sides' critical path. err reports a peer
+// whose consumed position is impossible.
+func (t *txRing) space(size uint64) (pad uint64, ok bool, err error) {
+	if pad, ok = t.fits(t.seen, size); ok {
+		return pad, true, nil
+	}
+	cons := t.cons.Load()
+	if cons > t.pos || t.pos-cons > uint64(len(t.buf)) || cons < t.seen {
+		return 0, false, fmt.Errorf("%w: peer consumed ring position %d beyond our %d", provider.ErrProtocol, cons, t.pos)
+	}
+	t.seen = cons
+	pad, ok = t.fits(cons, size)
+	return pad, ok, nil
+}
 
 // reserve returns room for a record with plen payload bytes, writing a pad
 // record first if it would cross the end of the ring. ok is false when the
@@ -102,19 +134,11 @@ func (t *txRing) maxPayload() int { return len(t.buf)/4 - recHeader }
 // position is impossible.
 func (t *txRing) reserve(plen int) (b []byte, ok bool, err error) {
 	size := uint64(recordSize(plen))
-	n := uint64(len(t.buf))
-	cons := t.cons.Load()
-	if cons > t.pos || t.pos-cons > n {
-		return nil, false, fmt.Errorf("%w: peer consumed ring position %d beyond our %d", provider.ErrProtocol, cons, t.pos)
+	pad, ok, err := t.space(size)
+	if !ok {
+		return nil, false, err
 	}
-	off := t.pos & (n - 1)
-	pad := uint64(0)
-	if off+size > n {
-		pad = n - off
-	}
-	if n-(t.pos-cons) < pad+size {
-		return nil, false, nil
-	}
+	off := t.pos & uint64(len(t.buf)-1)
 	if pad > 0 {
 		(&record{typ: recPad}).encode(t.buf[off:])
 		t.pos += pad
@@ -127,34 +151,33 @@ func (t *txRing) reserve(plen int) (b []byte, ok bool, err error) {
 // room reports whether a record with plen payload bytes would fit now.
 // Space only grows until the next reserve, which the caller makes.
 func (t *txRing) room(plen int) bool {
-	size := uint64(recordSize(plen))
-	n := uint64(len(t.buf))
-	cons := t.cons.Load()
-	if cons > t.pos || t.pos-cons > n {
-		return false
-	}
-	off := t.pos & (n - 1)
-	pad := uint64(0)
-	if off+size > n {
-		pad = n - off
-	}
-	return n-(t.pos-cons) >= pad+size
+	_, ok, _ := t.space(uint64(recordSize(plen)))
+	return ok
 }
 
-// publish makes every reserved record visible to the peer.
+// publish makes every reserved record visible to the peer. A position
+// that did not move is not stored again: the store is a full barrier that
+// waits for the cache line the peer polls, and it would take that line
+// from the peer for nothing (the engine publishes after every pass that
+// served a request, most of which answer nothing).
 func (t *txRing) publish() {
+	if t.prod.Load() == t.pos {
+		return
+	}
 	raceRelease()
 	t.prod.Store(t.pos)
 }
 
 // rxRing is the consuming side of a ring in the peer's segment, used by the
-// engine only.
+// engine only (the holder of the connection's turn).
 type rxRing struct {
 	buf  []byte         // ring bytes in the peer's segment (read-only)
 	prod *atomic.Uint64 // the peer's published position
 	cons *atomic.Uint64 // our published consumed position
 	pos  uint64         // our position, including records consumed but not yet published
 	end  uint64         // the last producer position loaded
+
+	touched uint64 // what touchNext loaded, kept so the load is not dropped
 }
 
 // pending reports whether the peer published records beyond pos.
@@ -167,6 +190,7 @@ func (r *rxRing) peek(rec *record) (payload []byte, ok bool, err error) {
 	n := uint64(len(r.buf))
 	for {
 		if r.pos == r.end {
+			r.touchNext()
 			r.end = r.prod.Load()
 			if r.end == r.pos {
 				return nil, false, nil
@@ -191,6 +215,17 @@ func (r *rxRing) peek(rec *record) (payload []byte, ok bool, err error) {
 		}
 		return r.buf[off+recHeader : off+recHeader+uint64(rec.plen)], true, nil
 	}
+}
+
+// touchNext loads the first word of the next record's line, whose
+// content is not used (it may be older than the position read after it):
+// issued before the producer's position is loaded, with no dependency
+// between the two, the load makes the CPU fetch the record's cache line in
+// parallel with the position's once the producer has written both, instead
+// of one after the other when the new position is seen.
+func (r *rxRing) touchNext() {
+	off := r.pos & uint64(len(r.buf)-1)
+	r.touched = (*atomic.Uint64)(unsafePointer(r.buf[off:])).Load()
 }
 
 // consume moves past the record peek returned.

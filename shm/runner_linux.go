@@ -220,7 +220,10 @@ func (r *runner) produce() bool {
 	c, w := r.c, r.pending
 	total := payloadLen(r.pendTyp, w)
 	for {
-		if _, failed := c.fl.failed(r.nextMSN); failed && r.pendOff > 0 {
+		if r.pendOff == 0 {
+			// A first fragment: nothing was refused yet (and no lock
+			// is taken for the common single-record message).
+		} else if _, failed := c.fl.failed(r.nextMSN); failed {
 			// The peer refused the message at its first fragment: the
 			// rest would be dropped.
 			r.finishProduce(w)
