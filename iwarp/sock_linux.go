@@ -40,7 +40,7 @@ type rawSock struct {
 	peek          [1]byte
 
 	// Write half.
-	wiov    [maxWriteIov]unix.Iovec
+	wiov    []unix.Iovec // grown up to maxWriteIov as writes need
 	wn      int
 	wblock  bool
 	wdone   int
@@ -226,6 +226,9 @@ func (s *rawSock) waitReadable() error {
 // one byte is written; without it, it returns errWouldBlock when the
 // socket is full. A short count is not an error.
 func (s *rawSock) writev(bufs [][]byte, block bool) (int, error) {
+	if len(bufs) > len(s.wiov) {
+		s.wiov = make([]unix.Iovec, min(max(len(bufs), 2*len(s.wiov), 16), maxWriteIov))
+	}
 	n := 0
 	for _, b := range bufs {
 		if len(b) > 0 {

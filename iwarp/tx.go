@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -60,7 +61,9 @@ type tx struct {
 func (t *tx) init(initiator bool) {
 	t.wake = make(chan struct{}, 1)
 	t.rtr = initiator
-	t.b.bufs = make([][]byte, 0, maxWriteIov)
+	// Grown by room up to maxWriteIov as batches need: most
+	// connections never write more than a few FPDUs at once.
+	t.b.bufs = make([][]byte, 0, 2*maxPieces)
 }
 
 // batch is a run of FPDUs written with one writev: headers and trailers in
@@ -92,7 +95,18 @@ type batch struct {
 type msgEnd struct{ pos, end uint64 }
 
 func (b *batch) room() bool {
-	return b.nslot < maxSlots && len(b.bufs)+maxPieces <= cap(b.bufs) && b.bytes < batchBytes
+	if b.nslot >= maxSlots || b.bytes >= batchBytes {
+		return false
+	}
+	if len(b.bufs)+maxPieces > cap(b.bufs) {
+		if cap(b.bufs) >= maxWriteIov {
+			return false
+		}
+		// Only between FPDUs, while nothing of the batch is written
+		// (rem is empty): nothing else refers to bufs.
+		b.bufs = slices.Grow(b.bufs, min(2*cap(b.bufs), maxWriteIov)-len(b.bufs))
+	}
+	return true
 }
 
 func (b *batch) slot() *[slotSize]byte {
