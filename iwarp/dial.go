@@ -82,7 +82,7 @@ func withCtxErr(ctx context.Context, err error) error {
 // dialTCP opens the TCP connection. Nobody listening is a rejection
 // (ECONNREFUSED); running out of time is ErrTimeout.
 func (l *link) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	var nd net.Dialer
+	nd := net.Dialer{KeepAliveConfig: keepAlive}
 	c, err := nd.DialContext(ctx, "tcp", addr)
 	switch {
 	case err == nil:

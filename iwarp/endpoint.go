@@ -30,6 +30,11 @@ const (
 	userTimeout = 30 * time.Second
 )
 
+// keepAlive finds a peer that vanished without a FIN or reset on an idle
+// connection (with userTimeout on a busy one). The dialer and the listener
+// set it on every connection they make.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
+
 // endpoint is one connected QP: the soft.Endpoint of the iWARP link, and
 // the engine that moves its messages over one TCP connection.
 //

@@ -66,7 +66,7 @@ type halfOpen struct {
 }
 
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := (&net.ListenConfig{KeepAliveConfig: keepAlive}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("%w: listen on %s: %w", provider.ErrBusy, addr, err)

@@ -37,7 +37,6 @@ func requestArrived(net.Conn) (int, bool)                { return 0, false }
 func tuneSocket(c net.Conn, _ time.Duration) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
-		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
 	}
 }
 
