@@ -96,7 +96,7 @@ func (e *endpoint) rxLoop() {
 	e.stop()
 	<-e.txDone
 	e.finalize()
-	e.linger()
+	e.linger(errors.Is(err, io.EOF))
 	e.rx.putBuf()
 }
 
@@ -131,8 +131,13 @@ func (e *endpoint) rxRun() error {
 // closing does not reset the connection under a Terminate in flight. A
 // detached endpoint does not wait, but discards what has arrived already
 // (a probe we will not answer, say): closing a socket with unread bytes
-// resets the connection instead of ending it after our last FPDU.
-func (e *endpoint) linger() {
+// resets the connection instead of ending it after our last FPDU. After
+// the peer's FIN (eof) nothing more can come, and the socket just closes.
+func (e *endpoint) linger(eof bool) {
+	if eof {
+		e.conn.Close()
+		return
+	}
 	if e.detached.Load() {
 		e.discardReadable()
 	} else {
