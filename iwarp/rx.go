@@ -96,7 +96,10 @@ func (e *endpoint) rxLoop() {
 	e.stop()
 	<-e.txDone
 	e.finalize()
-	e.linger(errors.Is(err, io.EOF))
+	// After the peer's FIN, or its Final notice (the last thing it
+	// sends before its FIN: all it sent before is read), nothing
+	// unread can be left in the socket, and it just closes.
+	e.linger(errors.Is(err, io.EOF) || e.peerEnded.Load())
 	e.rx.putBuf()
 }
 
@@ -131,10 +134,10 @@ func (e *endpoint) rxRun() error {
 // closing does not reset the connection under a Terminate in flight. A
 // detached endpoint does not wait, but discards what has arrived already
 // (a probe we will not answer, say): closing a socket with unread bytes
-// resets the connection instead of ending it after our last FPDU. After
-// the peer's FIN (eof) nothing more can come, and the socket just closes.
-func (e *endpoint) linger(eof bool) {
-	if eof {
+// resets the connection instead of ending it after our last FPDU. With
+// done, the peer sends nothing more and the socket just closes.
+func (e *endpoint) linger(done bool) {
+	if done {
 		e.conn.Close()
 		return
 	}
