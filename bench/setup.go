@@ -285,7 +285,7 @@ func (c *rdmaSetupDialer) await(ctx context.Context, addr string) (int64, error)
 			if err := c.wcs[i].Err(); err != nil {
 				return 0, fmt.Errorf("bench: setup: first round trip to %s: %w", addr, err)
 			}
-			if c.wcs[i].WRID == setupReplyID {
+			if c.wcs[i].ID == setupReplyID {
 				replied = stats.Mono()
 			}
 		}
@@ -388,7 +388,7 @@ func (sv *setupServer) poll(ctx context.Context) error {
 			return err
 		}
 		for _, wc := range wcs[:n] {
-			id, kind := wc.WRID>>2, wc.WRID&3
+			id, kind := wc.ID>>2, wc.ID&3
 			if wc.Status != verbs.StatusSuccess {
 				sv.drop(id)
 				continue

@@ -151,7 +151,7 @@ func (w *worker) dispatch(wcs []verbs.WorkCompletion) error {
 // message (a SEND, or a WRITE with immediate) whose payload it checks when
 // validating. The receive is posted again at once.
 func (w *worker) received(c *conn, wc *verbs.WorkCompletion) error {
-	if err := c.postRecv(wc.WRID); err != nil {
+	if err := c.postRecv(wc.ID); err != nil {
 		return err
 	}
 	if wc.Flags&verbs.WCWithImm != 0 && wc.Opcode == verbs.WCRecv {
@@ -179,7 +179,7 @@ func (w *worker) received(c *conn, wc *verbs.WorkCompletion) error {
 	// A SEND lands in the receive's own slot; a WRITE with immediate in
 	// the slot its sender chose, and its ByteLen is not the WRITE's length
 	// on every device.
-	slot, n := c.rxSlot(wc.WRID), int(wc.ByteLen)
+	slot, n := c.rxSlot(wc.ID), int(wc.ByteLen)
 	if wc.Opcode == verbs.WCRecvRDMAImm {
 		slot, n = c.rxSlot(seq), c.size
 	}

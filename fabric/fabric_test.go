@@ -190,7 +190,7 @@ func TestRemoteAccessViolationsGap(t *testing.T) {
 				noErr(t, a.qp.PostSend([]verbs.SendWR{{ID: 1, Opcode: c.op, Flags: verbs.SendSignaled,
 					SGL: []verbs.SGE{local.SGE(0, c.n)}, Remote: c.addr(tgt), CompareAdd: 1, Swap: 2}}))
 				wc := a.poll(t, 1)[0]
-				if wc.WRID != 1 || !failed(wc) || (strictStatus[prov] && wc.Status != verbs.StatusRemAccessErr) {
+				if wc.ID != 1 || !failed(wc) || (strictStatus[prov] && wc.Status != verbs.StatusRemAccessErr) {
 					t.Fatalf("forged access completed %+v, want an error (a remote access error on %s: %v)", wc, prov, strictStatus[prov])
 				}
 				a.waitState(t, verbs.StateErr)
@@ -243,14 +243,14 @@ func TestSendTooLongGap(t *testing.T) {
 			dst := b.mr(t, 16, verbs.AccessLocalWrite)
 			noErr(t, b.qp.PostRecv([]verbs.RecvWR{{ID: 5, SGL: []verbs.SGE{dst.SGE(0, 8)}}, {ID: 6, SGL: []verbs.SGE{dst.SGE(8, 8)}}}))
 			noErr(t, a.qp.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 16)}}}))
-			if wc := a.poll(t, 1)[0]; wc.WRID != 1 || (prov == "tcp" && !failed(wc)) {
+			if wc := a.poll(t, 1)[0]; wc.ID != 1 || (prov == "tcp" && !failed(wc)) {
 				t.Fatalf("sender: %+v, want WR 1 (in error on tcp)", wc)
 			}
 			wcs := b.poll(t, 2)
-			if wcs[0].WRID != 5 || wcs[0].Status != verbs.StatusLocLenErr {
+			if wcs[0].ID != 5 || wcs[0].Status != verbs.StatusLocLenErr {
 				t.Fatalf("receiver: %+v, want WR 5 with a local length error", wcs[0])
 			}
-			if wcs[1].WRID != 6 || wcs[1].Status != verbs.StatusWRFlushErr {
+			if wcs[1].ID != 6 || wcs[1].Status != verbs.StatusWRFlushErr {
 				t.Fatalf("receiver: %+v, want WR 6 flushed", wcs[1])
 			}
 			a.waitState(t, verbs.StateErr)
@@ -309,7 +309,7 @@ func TestErrorThenFlushGap(t *testing.T) {
 	// acknowledges is reported flushed).
 	noErr(t, a.qp.PostSend([]verbs.SendWR{
 		{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}}))
-	if wc := a.poll(t, 1)[0]; wc.WRID != 1 || wc.Status != verbs.StatusSuccess {
+	if wc := a.poll(t, 1)[0]; wc.ID != 1 || wc.Status != verbs.StatusSuccess {
 		t.Fatalf("WR 1: %+v", wc)
 	}
 	noErr(t, a.qp.PostSend([]verbs.SendWR{
@@ -318,11 +318,11 @@ func TestErrorThenFlushGap(t *testing.T) {
 		{ID: 4, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)},
 	}))
 	wcs := a.poll(t, 3)
-	if wcs[0].WRID != 2 || !failed(wcs[0]) {
+	if wcs[0].ID != 2 || !failed(wcs[0]) {
 		t.Fatalf("unsignalled failing WR 2: %+v, want its error completion", wcs[0])
 	}
 	for i, id := range []uint64{3, 4} {
-		if wc := wcs[1+i]; wc.WRID != id || wc.Status != verbs.StatusWRFlushErr {
+		if wc := wcs[1+i]; wc.ID != id || wc.Status != verbs.StatusWRFlushErr {
 			t.Fatalf("WR %d: %+v, want flushed", id, wc)
 		}
 	}
@@ -473,8 +473,8 @@ func testPeerDeath(t *testing.T, prov string) {
 	for _, wc := range got {
 		// On sockets the SEND may have completed before the death: its
 		// delivery completion means the peer's provider buffered it.
-		if ((wc.WRID == 100 && prov != "sockets") || wc.WRID >= 200) && wc.Status == verbs.StatusSuccess {
-			t.Fatalf("WR %d completed successfully after the peer died", wc.WRID)
+		if ((wc.ID == 100 && prov != "sockets") || wc.ID >= 200) && wc.Status == verbs.StatusSuccess {
+			t.Fatalf("WR %d completed successfully after the peer died", wc.ID)
 		}
 	}
 	if st := qp.State(); st != verbs.StateErr {

@@ -125,7 +125,7 @@ func (qp *QP) submitRecvsLocked() {
 		if err != nil {
 			e, _ := err.(Errno)
 			w.e.Finish(provider.StatusLocQPOpErr, uint32(e))
-			w.wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusLocQPOpErr, Opcode: provider.WCRecv, VendorErr: uint32(e)}
+			w.wc = provider.WorkCompletion{ID: w.id, Status: provider.StatusLocQPOpErr, Opcode: provider.WCRecv, VendorErr: uint32(e)}
 			q.Next++
 			qp.enterErrLocked(0)
 			return
@@ -145,7 +145,7 @@ func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
 	if w.e.State != devcore.Started {
 		return // discarded by a reset
 	}
-	wc := provider.WorkCompletion{WRID: w.id, Opcode: provider.WCRecv, QPN: qp.qpn}
+	wc := provider.WorkCompletion{ID: w.id, Opcode: provider.WCRecv, QPN: qp.qpn}
 	switch {
 	case e.err != 0:
 		wc.Status, wc.VendorErr = completionStatus(Errno(e.err), true), uint32(e.err)
@@ -210,7 +210,7 @@ func (qp *QP) retireRecvsLocked() { qp.rq.Retire(qp.deliverRecv) }
 func (qp *QP) deliverRecv(w *rwqe) {
 	wc := w.wc
 	if w.e.Flushed {
-		wc = provider.WorkCompletion{WRID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+		wc = provider.WorkCompletion{ID: w.id, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 	}
 	wc.QPN = qp.qpn
 	qp.rcq.push(&wc)

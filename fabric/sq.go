@@ -406,7 +406,7 @@ func (qp *QP) retireSendsLocked() { qp.sq.Retire(qp.deliverSend) }
 // deliverSend pushes the completion of a retiring send WR.
 // Precondition: qp.mu is held.
 func (qp *QP) deliverSend(w *swqe) {
-	wc := provider.WorkCompletion{WRID: w.id, Status: w.e.Status, Opcode: w.op.CompletionOpcode(),
+	wc := provider.WorkCompletion{ID: w.id, Status: w.e.Status, Opcode: w.op.CompletionOpcode(),
 		QPN: qp.qpn, VendorErr: w.e.Vendor}
 	if w.e.Status == provider.StatusSuccess {
 		switch {

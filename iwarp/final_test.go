@@ -130,7 +130,7 @@ func TestFinalNoticeConfirms(t *testing.T) {
 				SGL: []verbs.SGE{src.SGE(0, 4)}}}); err != nil {
 				t.Fatal(err)
 			}
-			if wc := pollOne(t, ctx, cq); wc.WRID != 7 || wc.Status != tc.want {
+			if wc := pollOne(t, ctx, cq); wc.ID != 7 || wc.Status != tc.want {
 				t.Fatalf("SEND completed %+v (%v), want %v", wc, wc.Status, tc.want)
 			}
 			waitState(t, qp, verbs.StateErr)

@@ -65,7 +65,7 @@ func TestReadsAtFullORD(t *testing.T) {
 	for i := depth; i < reads+depth; i++ {
 		wc := pollOne(t, ctx, cqa)
 		if wc.Status != verbs.StatusSuccess {
-			t.Fatalf("READ %d of %d at full ORD: %+v", wc.WRID, reads, wc)
+			t.Fatalf("READ %d of %d at full ORD: %+v", wc.ID, reads, wc)
 		}
 		if i < reads {
 			post(i)

@@ -77,7 +77,7 @@ type PostTarget struct {
 // first WR refused.
 func (t PostTarget) CheckSends(wrs []SendWR, extra func(*SendWR) error) error {
 	fail := func(i int, err error) error {
-		return &PostError{Op: "post send", Index: i, WRID: wrs[i].ID, Err: err}
+		return &PostError{Op: "post send", Index: i, ID: wrs[i].ID, Err: err}
 	}
 	if t.Closed {
 		return &PostError{Op: "post send", Err: ErrClosed}
@@ -110,7 +110,7 @@ func (t PostTarget) CheckSends(wrs []SendWR, extra func(*SendWR) error) error {
 // free slot and passes CheckRecvWR.
 func (t PostTarget) CheckRecvs(wrs []RecvWR) error {
 	fail := func(i int, err error) error {
-		return &PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: err}
+		return &PostError{Op: "post recv", Index: i, ID: wrs[i].ID, Err: err}
 	}
 	if t.Closed {
 		return &PostError{Op: "post recv", Err: ErrClosed}

@@ -142,7 +142,7 @@ func (c *cq) hasErrorLocked() bool {
 // leaves the opcode of a failed completion undefined).
 func (c *cq) convert(w *cWC, out *provider.WorkCompletion) {
 	*out = provider.WorkCompletion{
-		WRID: uint64(w.wr_id), Status: provider.Status(w.status), QPN: uint32(w.qp_num),
+		ID: uint64(w.wr_id), Status: provider.Status(w.status), QPN: uint32(w.qp_num),
 		ByteLen: uint32(w.byte_len), VendorErr: uint32(w.vendor_err),
 	}
 	if w.wc_flags&ibvWCWithImm != 0 {
@@ -158,7 +158,7 @@ func (c *cq) convert(w *cWC, out *provider.WorkCompletion) {
 		return
 	}
 	var op provider.WCOpcode
-	out.WRID, op = q.retire(uint64(w.wr_id))
+	out.ID, op = q.retire(uint64(w.wr_id))
 	out.Opcode = op
 	if out.Status != provider.StatusSuccess {
 		q.failed()

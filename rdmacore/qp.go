@@ -163,7 +163,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) error {
 	}
 	for i := range wrs {
 		if wrs[i].Opcode == provider.OpRead && len(wrs[i].SGL) > q.d.maxSGERd {
-			return &provider.PostError{Op: "post send", Index: i, WRID: wrs[i].ID,
+			return &provider.PostError{Op: "post send", Index: i, ID: wrs[i].ID,
 				Err: fmt.Errorf("%w: a READ into %d SGEs (%s scatters a READ into at most %d, max_sge_rd)",
 					provider.ErrNotSupported, len(wrs[i].SGL), q.d.name, q.d.maxSGERd)}
 		}
@@ -178,7 +178,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) error {
 		if bad, err := postSend(q.h, q.swr, len(chunk)); err != nil {
 			q.unpost(&q.sq, first+uint64(bad))
 			i := start + bad
-			return &provider.PostError{Op: "post send", Index: i, WRID: wrs[i].ID, Err: wrap("ibv_post_send", err)}
+			return &provider.PostError{Op: "post send", Index: i, ID: wrs[i].ID, Err: wrap("ibv_post_send", err)}
 		}
 	}
 	return nil
@@ -263,7 +263,7 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) error {
 		if bad, err := postRecv(q.h, q.rwr, len(chunk)); err != nil {
 			q.unpost(r, first+uint64(bad))
 			i := start + bad
-			return &provider.PostError{Op: "post recv", Index: i, WRID: wrs[i].ID, Err: wrap("ibv_post_recv", err)}
+			return &provider.PostError{Op: "post recv", Index: i, ID: wrs[i].ID, Err: wrap("ibv_post_recv", err)}
 		}
 	}
 	if q.state == provider.StateErr {

@@ -495,7 +495,7 @@ func (e *rdmaEnd) reap(wcs []verbs.WorkCompletion) (bool, error) {
 		}
 		if wc.Opcode == verbs.WCRecv {
 			got = true
-			if err := e.postRecv(wc.WRID); err != nil {
+			if err := e.postRecv(wc.ID); err != nil {
 				return false, err
 			}
 		}

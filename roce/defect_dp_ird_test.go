@@ -152,7 +152,7 @@ func TestReadsWithinIRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if wc := pollOne(t, cqa); wc.Status != verbs.StatusSuccess || wc.WRID != uint64(i) {
+		if wc := pollOne(t, cqa); wc.Status != verbs.StatusSuccess || wc.ID != uint64(i) {
 			t.Fatalf("completion %d: %+v (%v)\nA %v\nB %v", i, wc, wc.Status, nonZero(qa.Counters()), nonZero(qb.Counters()))
 		}
 	}

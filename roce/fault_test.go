@@ -322,11 +322,11 @@ func (m *mixedRun) reap(wait time.Duration) {
 				m.recvDone++
 				continue
 			}
-			if m.done[wc.WRID] || m.want[wc.WRID] == nil {
-				m.t.Fatalf("WR %d completed twice or was never posted", wc.WRID)
+			if m.done[wc.ID] || m.want[wc.ID] == nil {
+				m.t.Fatalf("WR %d completed twice or was never posted", wc.ID)
 			}
-			m.done[wc.WRID] = true
-			for len(m.unsig) > 0 && m.unsig[0] < wc.WRID {
+			m.done[wc.ID] = true
+			for len(m.unsig) > 0 && m.unsig[0] < wc.ID {
 				m.done[m.unsig[0]] = true
 				m.unsig = m.unsig[1:]
 			}
@@ -388,7 +388,7 @@ func TestTotalLoss(t *testing.T) {
 		if i == 0 {
 			want = verbs.StatusRetryExcErr
 		}
-		if wc.WRID != uint64(i) || wc.Status != want {
+		if wc.ID != uint64(i) || wc.Status != want {
 			t.Fatalf("completion %d: %+v (%v), want %v", i, wc, wc.Status, want)
 		}
 	}

@@ -42,10 +42,10 @@ func FuzzPacket(f *testing.F) {
 		wcs := s.a.poll()
 		seen := map[uint64]bool{}
 		for _, wc := range wcs {
-			if !wc.Opcode.IsRecv() && seen[wc.WRID] {
-				t.Fatalf("WR %d completed twice", wc.WRID)
+			if !wc.Opcode.IsRecv() && seen[wc.ID] {
+				t.Fatalf("WR %d completed twice", wc.ID)
 			}
-			seen[wc.WRID] = true
+			seen[wc.ID] = true
 		}
 		if len(seen) != len(wrs) && s.a.qp.State() != provider.StateErr {
 			t.Fatalf("%d of %d WRs completed, QP in %v", len(seen), len(wrs), s.a.qp.State())

@@ -82,7 +82,7 @@ func TestGSO(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 2 {
-				if wc := pollOne(t, cqa); wc.Status != verbs.StatusSuccess || wc.WRID != uint64(i+1) {
+				if wc := pollOne(t, cqa); wc.Status != verbs.StatusSuccess || wc.ID != uint64(i+1) {
 					t.Fatalf("completion %+v", wc)
 				}
 			}

@@ -66,10 +66,10 @@ func TestManualConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wc := pollOne(t, cqa); wc.WRID != 3 || wc.Status != verbs.StatusSuccess {
+	if wc := pollOne(t, cqa); wc.ID != 3 || wc.Status != verbs.StatusSuccess {
 		t.Fatalf("completion %+v", wc)
 	}
-	if wc := pollOne(t, cqb); wc.WRID != 9 || wc.Status != verbs.StatusSuccess || wc.ByteLen != n {
+	if wc := pollOne(t, cqb); wc.ID != 9 || wc.Status != verbs.StatusSuccess || wc.ByteLen != n {
 		t.Fatalf("receive %+v", wc)
 	}
 	if !bytes.Equal(dst.Bytes(), src.Bytes()[:2*n]) || !bytes.Equal(src.Bytes()[2*n:], src.Bytes()[:n]) {

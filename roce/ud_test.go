@@ -87,12 +87,12 @@ func TestUDSendRecv(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []uint64{10, 11} {
-		if wc := pollOne(t, a.cq); wc.Status != verbs.StatusSuccess || wc.WRID != id || wc.Opcode != verbs.WCSend {
+		if wc := pollOne(t, a.cq); wc.Status != verbs.StatusSuccess || wc.ID != id || wc.Opcode != verbs.WCSend {
 			t.Fatalf("send completion %+v", wc)
 		}
 	}
 	wc := pollOne(t, b.cq)
-	if wc.Status != verbs.StatusSuccess || wc.WRID != 1 || wc.ByteLen != 1024+verbs.GRHLen || wc.SrcQP != a.qp.QPN() || wc.Flags&verbs.WCWithGRH == 0 {
+	if wc.Status != verbs.StatusSuccess || wc.ID != 1 || wc.ByteLen != 1024+verbs.GRHLen || wc.SrcQP != a.qp.QPN() || wc.Flags&verbs.WCWithGRH == 0 {
 		t.Fatalf("receive %+v", wc)
 	}
 	got := b.mr.Bytes()
@@ -103,7 +103,7 @@ func TestUDSendRecv(t *testing.T) {
 		t.Fatalf("GRH source %v, want %v", ib.GRHSource(got[:verbs.GRHLen]), a.addr.Addr())
 	}
 	wc = pollOne(t, b.cq)
-	if wc.WRID != 2 || wc.ByteLen != 5+verbs.GRHLen || wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 0xCAFE {
+	if wc.ID != 2 || wc.ByteLen != 5+verbs.GRHLen || wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 0xCAFE {
 		t.Fatalf("receive with immediate %+v", wc)
 	}
 	if !bytes.Equal(got[2048+verbs.GRHLen:2048+verbs.GRHLen+5], src[:5]) {

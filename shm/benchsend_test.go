@@ -136,7 +136,7 @@ func (p *sendPinger) await() {
 				p.check(fmt.Errorf("completion %+v: %v", wc, wc.Status))
 			}
 			if wc.Opcode == verbs.WCRecv {
-				p.rwr[0] = verbs.RecvWR{ID: wc.WRID, SGL: p.sges[wc.WRID : wc.WRID+1]}
+				p.rwr[0] = verbs.RecvWR{ID: wc.ID, SGL: p.sges[wc.ID : wc.ID+1]}
 				p.check(p.qp.PostRecv(p.rwr))
 				got = true
 			}

@@ -129,7 +129,7 @@ func poll(t testing.TB, cq *verbs.CQ, n int) []verbs.WorkCompletion {
 
 func expectStatus(t testing.TB, wc verbs.WorkCompletion, id uint64, st verbs.Status) {
 	t.Helper()
-	if wc.WRID != id || wc.Status != st {
+	if wc.ID != id || wc.Status != st {
 		t.Fatalf("completion %+v (%v), want WR %d with %v", wc, wc.Status, id, st)
 	}
 }

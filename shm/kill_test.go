@@ -49,7 +49,7 @@ func TestPeerKilled(t *testing.T) {
 			done++
 			last = wc
 			if wc.Status != verbs.StatusSuccess && killedAt.IsZero() {
-				t.Fatalf("WR %d failed before the kill: %v", wc.WRID, wc.Status)
+				t.Fatalf("WR %d failed before the kill: %v", wc.ID, wc.Status)
 			}
 		}
 		if !killedAt.IsZero() && time.Since(killedAt) > time.Second {

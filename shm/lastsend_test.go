@@ -102,7 +102,7 @@ func lastSendServerExits(t *testing.T, burst, size int) {
 		for _, wc := range wcs[:seen] {
 			if wc.Status != verbs.StatusSuccess {
 				failed++
-				t.Errorf("try %d: SEND %d, which the server received, completed with %v", i, wc.WRID, wc.Status)
+				t.Errorf("try %d: SEND %d, which the server received, completed with %v", i, wc.ID, wc.Status)
 				break
 			}
 		}
@@ -150,7 +150,7 @@ func lastRecvChild() {
 			continue
 		}
 		for _, wc := range wcs[:k] {
-			if wc.Status != verbs.StatusSuccess || string(buf.Bytes()[lastRecvSize*wc.WRID:][:4]) != "done" {
+			if wc.Status != verbs.StatusSuccess || string(buf.Bytes()[lastRecvSize*wc.ID:][:4]) != "done" {
 				os.Exit(4)
 			}
 		}

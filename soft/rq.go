@@ -92,7 +92,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 // Precondition: qp.mu is held.
 func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 	if qp.srq != nil && !qp.closed && len(wrs) > 0 {
-		return &provider.PostError{Op: "post recv", WRID: wrs[0].ID,
+		return &provider.PostError{Op: "post recv", ID: wrs[0].ID,
 			Err: fmt.Errorf("%w: the QP takes its receives from SRQ %d", provider.ErrInvalidArgument, qp.srq.srqn)}
 	}
 	t := provider.PostTarget{State: qp.state, Closed: qp.closed, Depth: qp.rq.Depth(),
@@ -183,7 +183,7 @@ func (qp *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 func (qp *QP) completeRecvLocked(w *RecvWQE, r RecvResult) {
 	w.e.Finish(r.Status, 0)
 	w.wc = provider.WorkCompletion{
-		WRID: w.ID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, QPN: qp.qpn,
+		ID: w.ID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, QPN: qp.qpn,
 		ByteLen: r.ByteLen, Imm: r.Imm, InvalidatedRKey: r.InvalidatedRKey, SrcQP: r.SrcQP,
 	}
 	if r.Status != provider.StatusSuccess && qp.state != provider.StateErr {
@@ -208,7 +208,7 @@ func (qp *QP) retireRecvLocked() {
 func (qp *QP) deliverRecv(s *recvSlot) {
 	w := &s.RecvWQE
 	if w.e.Flushed {
-		w.wc = provider.WorkCompletion{WRID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+		w.wc = provider.WorkCompletion{ID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 	}
 	w.wc.QPN = qp.qpn
 	qp.recvCQ.push(&w.wc)

@@ -133,7 +133,7 @@ func (qp *QP) retireSendLocked() { qp.sq.Retire(qp.deliverSend) }
 func (qp *QP) deliverSend(s *sendSlot) {
 	w := &s.SendWQE
 	wc := provider.WorkCompletion{
-		WRID:      w.WR.ID,
+		ID:        w.WR.ID,
 		Status:    w.e.Status,
 		Opcode:    w.WR.Opcode.CompletionOpcode(),
 		QPN:       qp.qpn,

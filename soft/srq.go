@@ -319,7 +319,7 @@ func (qp *QP) retireSRQLocked() {
 		}
 		wc := w.wc
 		if w.e.Flushed {
-			wc = provider.WorkCompletion{WRID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
+			wc = provider.WorkCompletion{ID: w.ID, Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv}
 		}
 		wc.QPN = qp.qpn
 		// The slot is free before the completion can be polled: an

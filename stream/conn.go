@@ -550,17 +550,17 @@ func (c *Conn) idleLocked() {
 }
 
 func (c *Conn) completeLocked(wc *verbs.WorkCompletion) {
-	if wc.WRID&wrRecv != 0 {
+	if wc.ID&wrRecv != 0 {
 		c.recvLocked(wc)
 		return
 	}
-	msg := uint32(wc.WRID)
+	msg := uint32(wc.ID)
 	switch msgOp(msg) {
 	case opSGL, opCtrl:
 		c.ctrlMax++
 	default:
 		c.sqeAvail++
-		if wc.WRID&wrMsgSend == 0 {
+		if wc.ID&wrMsgSend == 0 {
 			n := int(msgArg(msg))
 			c.sbufHead = (c.sbufHead + n) % c.sbufSize
 			c.sbufFree += n
@@ -601,7 +601,7 @@ func (c *Conn) recvLocked(wc *verbs.WorkCompletion) {
 	if wc.Flags&verbs.WCWithImm != 0 {
 		msg = wc.Imm
 	} else {
-		idx := int(wc.WRID &^ wrRecv)
+		idx := int(wc.ID &^ wrRecv)
 		if wc.ByteLen != msgSize || idx >= c.nRecv {
 			c.protoErrLocked("a %d-byte message", wc.ByteLen)
 			return

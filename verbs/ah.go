@@ -24,9 +24,9 @@ func checkUDSends(wrs []SendWR) error {
 		wr := &wrs[i]
 		switch {
 		case wr.Opcode != OpSend && wr.Opcode != OpSendWithImm:
-			return &PostError{Op: "post send", Index: i, WRID: wr.ID, Err: fmt.Errorf("%w: a UD QP sends SEND and SEND_WITH_IMM only, not %v", ErrNotSupported, wr.Opcode)}
+			return &PostError{Op: "post send", Index: i, ID: wr.ID, Err: fmt.Errorf("%w: a UD QP sends SEND and SEND_WITH_IMM only, not %v", ErrNotSupported, wr.Opcode)}
 		case wr.AH == nil:
-			return &PostError{Op: "post send", Index: i, WRID: wr.ID, Err: fmt.Errorf("%w: a UD SEND needs an address handle", ErrInvalidArgument)}
+			return &PostError{Op: "post send", Index: i, ID: wr.ID, Err: fmt.Errorf("%w: a UD SEND needs an address handle", ErrInvalidArgument)}
 		}
 	}
 	return nil

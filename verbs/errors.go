@@ -53,19 +53,19 @@ var (
 type PostError struct {
 	Op    string // "post send" or "post recv"
 	Index int    // index of the offending WR in the list
-	WRID  uint64
+	ID    uint64
 	Err   error
 }
 
 func (e *PostError) Error() string {
-	return fmt.Sprintf("goverbs: %s: WR %d (id %#x): %v", e.Op, e.Index, e.WRID, e.Err)
+	return fmt.Sprintf("goverbs: %s: WR %d (id %#x): %v", e.Op, e.Index, e.ID, e.Err)
 }
 
 func (e *PostError) Unwrap() error { return e.Err }
 
 // CompletionError is a failed work completion, as an error.
 type CompletionError struct {
-	WRID      uint64
+	ID        uint64
 	QPN       uint32
 	Opcode    WCOpcode
 	Status    Status
@@ -73,7 +73,7 @@ type CompletionError struct {
 }
 
 func (e *CompletionError) Error() string {
-	s := fmt.Sprintf("goverbs: WR %#x (%v) on QP %#x completed with %v", e.WRID, e.Opcode, e.QPN, e.Status)
+	s := fmt.Sprintf("goverbs: WR %#x (%v) on QP %#x completed with %v", e.ID, e.Opcode, e.QPN, e.Status)
 	if e.VendorErr != 0 {
 		s += fmt.Sprintf(" (vendor error %#x)", e.VendorErr)
 	}

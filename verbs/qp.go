@@ -167,7 +167,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 		return &PostError{Op: "post recv", Err: ErrClosed}
 	}
 	if qp.srq != nil && len(wrs) > 0 {
-		return &PostError{Op: "post recv", WRID: wrs[0].ID,
+		return &PostError{Op: "post recv", ID: wrs[0].ID,
 			Err: fmt.Errorf("%w: the QP takes its receives from SRQ %d; post them there", ErrInvalidArgument, qp.srq.srqn)}
 	}
 	return qp.p.PostRecv(wrs)

@@ -91,7 +91,7 @@ func TestForCMQPTakesReceivesBeforeConnect(t *testing.T) {
 		if err := c.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if c.Opcode == verbs.WCRecv && (c.WRID != 7 || string(buf.Bytes()[:c.ByteLen]) != "hello") {
+		if c.Opcode == verbs.WCRecv && (c.ID != 7 || string(buf.Bytes()[:c.ByteLen]) != "hello") {
 			t.Errorf("receive %+v: %q", c, buf.Bytes()[:c.ByteLen])
 		}
 	}

@@ -134,8 +134,8 @@ const (
 
 // WorkCompletion is the completion of one work request (ibv_wc).
 type WorkCompletion struct {
-	// WRID is the ID of the completed work request.
-	WRID   uint64
+	// ID is the ID of the completed work request (SendWR.ID, RecvWR.ID).
+	ID     uint64
 	Status Status
 	// Opcode is valid for successful completions; flushed completions
 	// carry the opcode of the WR where it is known.
@@ -163,5 +163,5 @@ func (wc *WorkCompletion) Err() error {
 	if wc.Status == StatusSuccess {
 		return nil
 	}
-	return &CompletionError{WRID: wc.WRID, QPN: wc.QPN, Opcode: wc.Opcode, Status: wc.Status, VendorErr: wc.VendorErr}
+	return &CompletionError{ID: wc.ID, QPN: wc.QPN, Opcode: wc.Opcode, Status: wc.Status, VendorErr: wc.VendorErr}
 }

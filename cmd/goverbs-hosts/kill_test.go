@@ -115,11 +115,11 @@ func peerKilled(t *testing.T, tp string) {
 			t.Fatalf("%d of %d WRs complete %v after the kill: %v", completed, posted, time.Since(killed), err)
 		}
 		for _, wc := range wcs[:n] {
-			done[wc.WRID]++
-			if done[wc.WRID] != 1 {
-				t.Errorf("WR %#x completed %d times", wc.WRID, done[wc.WRID])
+			done[wc.ID]++
+			if done[wc.ID] != 1 {
+				t.Errorf("WR %#x completed %d times", wc.ID, done[wc.ID])
 			}
-			if wc.WRID < 1<<32 {
+			if wc.ID < 1<<32 {
 				inflight--
 			}
 			if wc.Status != verbs.StatusSuccess {

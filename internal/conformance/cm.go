@@ -43,7 +43,7 @@ func testDeliveredThenClosed(t *testing.T, e *Env) {
 	}
 	expectWC(t, wcs[0], 1, verbs.StatusSuccess)
 	wc := c.poll(1)[0]
-	if wc.WRID != 7 || wc.Status != verbs.StatusSuccess {
+	if wc.ID != 7 || wc.Status != verbs.StatusSuccess {
 		t.Fatalf("the SEND the peer received completed %+v (%v), want SUCCESS", wc, wc.Status)
 	}
 }

@@ -37,9 +37,9 @@ func testFlushInPostingOrder(t *testing.T, e *Env) {
 			t.Fatalf("completion after ERR: %+v, want WR_FLUSH_ERR", wc)
 		}
 		if wc.Opcode.IsRecv() {
-			recv = append(recv, wc.WRID)
+			recv = append(recv, wc.ID)
 		} else {
-			sends = append(sends, wc.WRID)
+			sends = append(sends, wc.ID)
 		}
 	}
 	for i, id := range sends {
@@ -140,7 +140,7 @@ func testPeerDies(t *testing.T, e *Env) {
 	c.post(verbs.SendWR{ID: 4, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(16, 8)}, Remote: dst.Remote.At(0)})
 	got := map[uint64]verbs.Status{}
 	for _, wc := range c.poll(3) {
-		got[wc.WRID] = wc.Status
+		got[wc.ID] = wc.Status
 	}
 	for _, id := range []uint64{2, 3, 4} {
 		if st, ok := got[id]; !ok || st == verbs.StatusSuccess {

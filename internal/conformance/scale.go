@@ -358,10 +358,10 @@ func RunScale(t *testing.T, a, b *verbs.Device, o ScaleOpts) ScaleFigures {
 				polled.Add(1)
 				var err error
 				if srq != nil {
-					err = srq.PostRecv([]verbs.RecvWR{{ID: wc.WRID, SGL: []verbs.SGE{B.mr.SGE(int(wc.WRID%uint64(o.SRQDepth))*o.MsgSize, o.MsgSize)}}})
+					err = srq.PostRecv([]verbs.RecvWR{{ID: wc.ID, SGL: []verbs.SGE{B.mr.SGE(int(wc.ID%uint64(o.SRQDepth))*o.MsgSize, o.MsgSize)}}})
 				} else {
-					qp := B.qps[int(wc.WRID)/o.RecvPerQP]
-					err = qp.PostRecv([]verbs.RecvWR{{ID: wc.WRID, SGL: []verbs.SGE{B.mr.SGE(int(wc.WRID)*o.MsgSize, o.MsgSize)}}})
+					qp := B.qps[int(wc.ID)/o.RecvPerQP]
+					err = qp.PostRecv([]verbs.RecvWR{{ID: wc.ID, SGL: []verbs.SGE{B.mr.SGE(int(wc.ID)*o.MsgSize, o.MsgSize)}}})
 				}
 				noErr(t, err)
 			}

@@ -283,7 +283,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // expectWC checks a completion's WR ID and status.
 func expectWC(t *testing.T, wc verbs.WorkCompletion, id uint64, st verbs.Status) {
 	t.Helper()
-	if wc.WRID != id || wc.Status != st {
+	if wc.ID != id || wc.Status != st {
 		t.Fatalf("completion %+v (%v), want WR %d with %v", wc, wc.Status, id, st)
 	}
 }

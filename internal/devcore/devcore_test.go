@@ -98,7 +98,7 @@ func TestRingFlushGiveBackDiscard(t *testing.T) {
 func TestCQOverrunOnce(t *testing.T) {
 	var c CQ[int]
 	c.Init(2, false)
-	wc := provider.WorkCompletion{WRID: 1}
+	wc := provider.WorkCompletion{ID: 1}
 	overruns := 0
 	for range 5 {
 		if c.Push(&wc) {

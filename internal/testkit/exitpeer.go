@@ -203,7 +203,7 @@ func lastSendToExitingPeer(t *testing.T, a *verbs.Device, try int) bool {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("try %d: the server did not receive the SEND: %v", try, err)
 	}
-	if wc := wcs[0]; wc.WRID != 1 || wc.Status != verbs.StatusSuccess {
+	if wc := wcs[0]; wc.ID != 1 || wc.Status != verbs.StatusSuccess {
 		t.Errorf("try %d: delivered SEND completed as %+v (%v)\n%v", try, wc, wc.Status, nonZero(qp.Counters()))
 		return false
 	}

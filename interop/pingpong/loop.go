@@ -48,7 +48,7 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{Iters: min(scnt, rcnt)}, err
 		}
-		switch wc.WRID {
+		switch wc.ID {
 		case idSend:
 			scnt++
 		case idRecv:
@@ -63,7 +63,7 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 				routs = s.cfg.RxDepth
 			}
 		}
-		pending &^= int(wc.WRID)
+		pending &^= int(wc.ID)
 		if scnt < n && pending == 0 {
 			if s.client {
 				pattern(s.buf.Bytes(), scnt)

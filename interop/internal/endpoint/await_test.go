@@ -18,17 +18,17 @@ import (
 func TestAwaitSkipsAnotherWRsFlush(t *testing.T) {
 	const send, recv = 7, 5
 	e := &Endpoint{stash: []verbs.WorkCompletion{
-		{WRID: recv, Opcode: verbs.WCRecv, Status: verbs.StatusWRFlushErr},
-		{WRID: send, Opcode: verbs.WCSend, Status: verbs.StatusSuccess},
+		{ID: recv, Opcode: verbs.WCRecv, Status: verbs.StatusWRFlushErr},
+		{ID: send, Opcode: verbs.WCSend, Status: verbs.StatusSuccess},
 	}}
 	ctx := context.Background()
 	wc, err := e.Await(ctx, ByID(send))
-	if err != nil || wc.WRID != send {
+	if err != nil || wc.ID != send {
 		t.Fatalf("Await(send) = %+v, %v; want the SEND's success", wc, err)
 	}
 	wc, err = e.Await(ctx, Recv)
 	var ce *verbs.CompletionError
-	if !errors.As(err, &ce) || wc.WRID != recv || wc.Status != verbs.StatusWRFlushErr {
+	if !errors.As(err, &ce) || wc.ID != recv || wc.Status != verbs.StatusWRFlushErr {
 		t.Fatalf("Await(recv) = %+v, %v; want the flushed receive", wc, err)
 	}
 }
@@ -37,7 +37,7 @@ func TestAwaitSkipsAnotherWRsFlush(t *testing.T) {
 // awaited completion tells nothing more.
 func TestAwaitStopsAtAnotherWRsError(t *testing.T) {
 	e := &Endpoint{stash: []verbs.WorkCompletion{
-		{WRID: 1, Opcode: verbs.WCWrite, Status: verbs.StatusRemAccessErr},
+		{ID: 1, Opcode: verbs.WCWrite, Status: verbs.StatusRemAccessErr},
 	}}
 	if _, err := e.Await(context.Background(), ByID(2)); err == nil {
 		t.Fatal("Await ignored a remote access error of another WR")

@@ -156,7 +156,7 @@ func (e *Endpoint) poll(ctx context.Context) error {
 
 // ByID matches the completion of the work request id.
 func ByID(id uint64) func(*verbs.WorkCompletion) bool {
-	return func(wc *verbs.WorkCompletion) bool { return wc.WRID == id }
+	return func(wc *verbs.WorkCompletion) bool { return wc.ID == id }
 }
 
 // Recv matches any receive completion.
