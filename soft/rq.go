@@ -103,13 +103,22 @@ func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 // enqueueRecvLocked copies a receive WR into the next WQE.
 // Precondition: qp.mu and keys.mu (read) are held; the queue has room.
 func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
-	w := qp.rq.slot(qp.rq.Head)
-	w.ID, w.Seq = wr.ID, qp.rq.Head
+	qp.rq.slot(qp.rq.Head).fillLocked(wr, qp.rq.Head, qp.dev.keys, qp.pd)
+	qp.rq.Head++
+}
+
+// fillLocked makes w the posted receive wr, numbered seq: its SGL resolved
+// against pd's regions now, as a NIC would at post time, or marked
+// LOC_PROT_ERR (it completes so when taken). A QP's receive queue and an
+// SRQ fill their WQEs alike.
+// Precondition: keys.mu (read) and the owning queue's lock are held.
+func (w *RecvWQE) fillLocked(wr *provider.RecvWR, seq uint64, keys *keyTable, pd *PD) {
+	w.ID, w.Seq = wr.ID, seq
 	w.e.Post(true) // every receive completes
 	w.preset, w.Len = provider.StatusSuccess, 0
 	w.local, w.mrs = w.local[:0], w.mrs[:0]
 	for _, sge := range wr.SGL {
-		b, mr, ok := resolveLocalLocked(qp.dev.keys, qp.pd, sge, true)
+		b, mr, ok := resolveLocalLocked(keys, pd, sge, true)
 		if !ok {
 			w.preset = provider.StatusLocProtErr
 			break
@@ -119,7 +128,6 @@ func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
 		w.Len += uint64(len(b))
 	}
 	w.Local = w.local
-	qp.rq.Head++
 }
 
 // NextRecv hands the link the next posted receive for an incoming SEND or

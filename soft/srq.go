@@ -142,23 +142,8 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) error {
 func (s *SRQ) enqueueLocked(wr *provider.RecvWR) {
 	i := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
-	w := &s.slots[i]
-	w.ID, w.Seq = wr.ID, s.seq
+	s.slots[i].fillLocked(wr, s.seq, s.dev.keys, s.pd)
 	s.seq++
-	w.e.Post(true)
-	w.preset, w.Len = provider.StatusSuccess, 0
-	w.local, w.mrs = w.local[:0], w.mrs[:0]
-	for _, sge := range wr.SGL {
-		b, mr, ok := resolveLocalLocked(s.dev.keys, s.pd, sge, true)
-		if !ok {
-			w.preset = provider.StatusLocProtErr
-			break
-		}
-		w.local = append(w.local, b)
-		w.mrs = append(w.mrs, mr)
-		w.Len += uint64(len(b))
-	}
-	w.Local = w.local
 	s.posted[s.tail%uint64(len(s.posted))] = i
 	s.tail++
 }
