@@ -358,18 +358,7 @@ func benchRDMALat(b *testing.B, transport string) {
 			yield()
 		}
 	}
-	for range 1000 {
-		pingPong()
-	}
-	m := startCPU(peer.pid)
-	b.ResetTimer()
-	t := stats.Mono()
-	for b.Loop() {
-		pingPong()
-		t = rec.RecordSince(t)
-	}
-	b.StopTimer()
-	reportLatency(b, rec, m)
+	measurePingPong(b, rec, peer.pid, pingPong)
 }
 
 func benchUDPLat(b *testing.B) {
@@ -442,18 +431,7 @@ func benchRDMASendLat(b *testing.B, transport string) {
 			yield()
 		}
 	}
-	for range 1000 {
-		pingPong()
-	}
-	m := startCPU(peer.pid)
-	b.ResetTimer()
-	t := stats.Mono()
-	for b.Loop() {
-		pingPong()
-		t = rec.RecordSince(t)
-	}
-	b.StopTimer()
-	reportLatency(b, rec, m)
+	measurePingPong(b, rec, peer.pid, pingPong)
 }
 
 // sendRecvs is how many receives each side of BenchmarkSendLat8 keeps
@@ -701,4 +679,21 @@ func BenchmarkWriteBW1MLocal(b *testing.B) {
 		n, _ := cqa.Poll(wcs)
 		outstanding -= n
 	}
+}
+
+// measurePingPong warms pingPong up for 1,000 rounds, then times every
+// round into rec and reports the latency with both sides' CPU.
+func measurePingPong(b *testing.B, rec *stats.Recorder, pid int, pingPong func()) {
+	for range 1000 {
+		pingPong()
+	}
+	m := startCPU(pid)
+	b.ResetTimer()
+	t := stats.Mono()
+	for b.Loop() {
+		pingPong()
+		t = rec.RecordSince(t)
+	}
+	b.StopTimer()
+	reportLatency(b, rec, m)
 }
