@@ -1,0 +1,56 @@
+//go:build cgo && rdmacore
+
+package rdmacore_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/rdmacore"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// The kernel's rxe and siw (6.1) have no reg_user_mr_dmabuf: the backend
+// passes ibv_reg_dmabuf_mr through and the refusal arrives as
+// ErrNotSupported, the PD intact. (A device with dma-buf support, mlx5 for
+// one, would reject this file instead: it is not a dma-buf.)
+func TestRegisterDmabufOnSoftwareDevices(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "not-a-dmabuf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, d := range devices(t) {
+		t.Run(d.Name, func(t *testing.T) {
+			p, err := rdmacore.New(d.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev, err := verbs.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			pd, err := dev.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr, err := pd.RegisterDmabuf(verbs.Dmabuf{FD: int(f.Fd()), Length: 4096, IOVA: 1 << 20}, verbs.AccessLocalWrite)
+			if d.Caps.DataPath == verbs.DataPathSoftware && !errors.Is(err, verbs.ErrNotSupported) {
+				t.Fatalf("RegisterDmabuf on %s = %v, %v; want ErrNotSupported", d.Name, mr, err)
+			}
+			if err == nil {
+				t.Fatalf("RegisterDmabuf of a regular file on %s succeeded", d.Name)
+			}
+			if !strings.Contains(err.Error(), "ibv_reg_dmabuf_mr") {
+				t.Errorf("the refusal did not come from the device (ibv_reg_dmabuf_mr): %v", err)
+			}
+			t.Logf("%s: %v", d.Name, err)
+			if err := pd.Close(); err != nil {
+				t.Fatalf("PD.Close after a refused registration: %v", err)
+			}
+		})
+	}
+}
