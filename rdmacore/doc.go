@@ -32,6 +32,8 @@
 //   - MR: ibv_reg_mr of the caller's memory, pinned with runtime.Pinner for
 //     the region's life, or of package mem's, held open. A region named by
 //     a posted WR cannot be deregistered (ErrBusy) until its completion.
+//     verbs.PD.RegisterDmabuf is ibv_reg_dmabuf_mr, for memory another
+//     driver exported (a GPU's); rxe and siw refuse it (ErrNotSupported).
 //   - CQ: ibv_create_cq with a completion channel of its own; Wait arms the
 //     CQ and waits for the channel's fd in Go's netpoller (a goroutine
 //     parks, not an OS thread).
