@@ -34,6 +34,7 @@ var rules = map[string][]string{
 	"internal/faultnet":  {},           // the fault seam of the transports' tests
 	"internal/testkit":   {"verbs"},    // test machinery, written against the public API
 	"internal/devcore":   {"provider"}, // the queue rules soft and fabric share
+	"internal/cmkit":     {"provider"}, // the listener rules every transport's CM shares
 	"mem":                {"golang.org/x/sys"},
 
 	// the IB connection manager: its wire format and state machine, no I/O
@@ -46,11 +47,11 @@ var rules = map[string][]string{
 
 	// Transports plug into soft (or, for fabric, implement the SPI
 	// directly); none imports verbs, bench or another transport.
-	"loopback": {"provider", "soft"},
-	"iwarp":    {"provider", "soft", "mem", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
-	"roce":     {"provider", "soft", "mem", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
-	"shm":      {"provider", "soft", "mem", "golang.org/x/sys"},
-	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "golang.org/x/sys"},
+	"loopback": {"provider", "soft", "internal/cmkit"},
+	"iwarp":    {"provider", "soft", "mem", "internal/cmkit", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
+	"roce":     {"provider", "soft", "mem", "internal/cmkit", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
+	"shm":      {"provider", "soft", "mem", "internal/cmkit", "golang.org/x/sys"},
+	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "internal/cmkit", "golang.org/x/sys"},
 	"rdmacore": {"provider", "mem", "internal/devcore"},
 
 	// Measurement: stats and report stand alone; the runner drives verbs

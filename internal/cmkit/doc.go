@@ -1,0 +1,56 @@
+// Package cmkit holds the connection-management rules every transport's
+// CM shares, so that a transport's CM is its wire format and its
+// handshake, and not another listener.
+//
+// # What a transport inherits
+//
+//   - The listener's queue (Queue): a backlog of requests held between
+//     the moment the transport takes one in (Reserve: before it reads or
+//     maps anything for it) and Accept; a request over the backlog is
+//     refused at once (ReasonBacklogFull), or its dialer waits for room
+//     (ReserveWait) where the dialer is in this process. Accept skips
+//     requests nobody can answer any more (the dialer gave up, they
+//     expired). Close refuses every request still queued, and is
+//     idempotent: the first Close returns nil, a later one ErrClosed. A
+//     listener whose accept loop stops for good closes with that error
+//     (Fail), and Accept returns it rather than wait for requests that can
+//     no longer come.
+//   - Who answers a request (Claim): exactly one of Accept, Reject, the
+//     dialer's give-up, expiry and the listener's Close; the losers see
+//     ErrAnswered (ErrInvalidState).
+//   - The accept loop (Serve): temporary errors (out of descriptors or
+//     buffers, a connection aborted before it was accepted) are retried
+//     with backoff, as net/http's Server.Serve does; any other error stops
+//     the loop and is returned, for Fail.
+//   - Deadlines: a Dial or Accept whose context has no deadline gets the
+//     transport's default (WithTimeout, DeadlineOf); a step that fails
+//     because the deadline passed is ErrTimeout and matches the context's
+//     error too (TimeoutOr, Expired), on every transport alike.
+//   - Error mapping: an address in use is ErrBusy, any other listen
+//     failure ErrInvalidArgument (ListenError, InUse); private data over
+//     the transport's limit is ErrInvalidArgument (CheckPrivateData); a QP
+//     of another device is ErrInvalidArgument (ForeignQP); a rejection
+//     carries the rejecter's private data and reason (Rejected).
+//
+// # What a transport writes
+//
+//   - Its wire format: the request, the reply, the rejection and the
+//     confirmation (RTU) as its peers expect them (MPA for iwarp, the CM
+//     MADs for IB and RoCE, the hello over a Unix socket for shm, a
+//     header in libfabric's connection data for fabric), and how its
+//     rejection carries private data and a reason.
+//   - Its handshake: how a request reaches the listener (a goroutine per
+//     connection reading it within the transport's request timeout, an
+//     event queue, a function call), what it checks before it queues the
+//     request (the peer's credentials, its version), and what Accept and
+//     Dial do to move the QPs to RTS (the IRD and ORD each side honours,
+//     the PSNs, the endpoint the QP sends on).
+//   - Its limits: the backlog, the default timeout, the longest private
+//     data, and any half-open bound beyond the backlog (iwarp's and
+//     roce's per-source eviction), which is the transport's own defence
+//     of its wire.
+//
+// Lock order: a transport's own listener lock comes before the Queue's
+// (fabric offers requests and closes the queue with its listener's mu
+// held); the Queue calls no transport code with its lock held.
+package cmkit
