@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -193,21 +194,27 @@ func (d *Device) infoWith(dest bool, addr string) (hInfo, error) {
 // Listener is a passive endpoint (fi_passive_ep, fi_listen). It implements
 // provider.Listener.
 //
-// Locks: mu guards closed and pep, and orders a request's reject or accept
-// (on an application goroutine) against Close; the event loop queues
-// requests on reqs. Close takes the device's eqMu (closeFid) with mu held:
-// mu comes first.
+// The backlog (listenBacklog requests; more are rejected), Accept and
+// Close are cmkit's rules; fabric's own are the connection data and the
+// event queue requests arrive on.
+//
+// Locks: mu guards pep, and orders a request's reject or accept (on an
+// application goroutine) against Close; the event loop offers requests to
+// q with mu held. Close takes q's lock and the device's eqMu (closeFid)
+// with mu held: mu comes first.
 type Listener struct {
 	dev  *Device
 	pep  hPEP
 	info hInfo // kept while the passive endpoint lives (sockets copies it shallowly)
 	addr string
-	reqs chan *ConnRequest
+	q    *cmkit.Queue[*ConnRequest]
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{}
+	mu sync.Mutex
 }
+
+// listenBacklog is how many requests a listener holds until Accept takes
+// them.
+const listenBacklog = 128
 
 // Listen implements provider.Device: addr is "host:port" (port 0 picks
 // one; Addr reports it).
@@ -230,7 +237,8 @@ func (d *Device) Listen(addr string) (provider.Listener, error) {
 		_C_freeinfo(info)
 		return nil, opErr("fi_getname", err)
 	}
-	l := &Listener{dev: d, pep: pep, info: info, addr: addrString(name), reqs: make(chan *ConnRequest, 128), done: make(chan struct{})}
+	l := &Listener{dev: d, pep: pep, info: info, addr: addrString(name),
+		q: cmkit.NewQueue(listenBacklog, func(r *ConnRequest) bool { return r.claim.Pending() })}
 	d.mu.Lock()
 	d.listeners[l] = struct{}{}
 	d.mu.Unlock()
@@ -243,33 +251,19 @@ func (l *Listener) Addr() string { return l.addr }
 
 // Accept implements provider.Listener.
 func (l *Listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-l.done:
-		return nil, provider.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	r, err := l.q.Accept(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return r, nil
 }
 
 // Close implements provider.Listener: pending requests are rejected.
 func (l *Listener) Close() error {
 	l.mu.Lock()
-	if l.closed {
+	if !l.q.Close(func(r *ConnRequest) { r.refuseLocked(nil) }) {
 		l.mu.Unlock()
 		return provider.ErrClosed
-	}
-	l.closed = true
-	close(l.done)
-	for {
-		select {
-		case r := <-l.reqs:
-			r.refuseLocked(nil)
-			continue
-		default:
-		}
-		break
 	}
 	d := l.dev
 	err := d.closeFid(uintptr(l.pep))
@@ -289,7 +283,7 @@ type ConnRequest struct {
 	info  hInfo
 	hdr   cmHeader
 	pdata []byte
-	once  sync.Once
+	claim cmkit.Claim // Accept, Reject or the listener's Close answers
 }
 
 // PrivateData implements provider.ConnRequest.
@@ -311,20 +305,21 @@ func (r *ConnRequest) refuse(pdata []byte) error {
 // closed there is no passive endpoint to reject with, and the request is
 // only freed.
 func (r *ConnRequest) refuseLocked(pdata []byte) error {
+	if !r.claim.Take() {
+		return provider.ErrClosed
+	}
 	var err error = provider.ErrClosed
-	r.once.Do(func() {
-		if r.l.pep != 0 {
-			err = opErr("fi_reject", _C_reject(r.l.pep, r.info, cmHeader{kind: cmReject}.encode(pdata)))
-		}
-		_C_freeinfo(r.info)
-	})
+	if r.l.pep != 0 {
+		err = opErr("fi_reject", _C_reject(r.l.pep, r.info, cmHeader{kind: cmReject}.encode(pdata)))
+	}
+	_C_freeinfo(r.info)
 	return err
 }
 
 // Reject implements provider.ConnRequest.
 func (r *ConnRequest) Reject(pdata []byte) error {
-	if len(pdata) > r.l.dev.caps.MaxPrivateData {
-		return fmt.Errorf("%w: %d bytes of private data (at most %d)", provider.ErrInvalidArgument, len(pdata), r.l.dev.caps.MaxPrivateData)
+	if err := cmkit.CheckPrivateData("fabric", pdata, r.l.dev.caps.MaxPrivateData); err != nil {
+		return err
 	}
 	return r.refuse(pdata)
 }
@@ -336,10 +331,10 @@ func (r *ConnRequest) Accept(ctx context.Context, pqp provider.QP, param provide
 	d := r.l.dev
 	qp, ok := pqp.(*QP)
 	if !ok || qp.dev != d {
-		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+		return provider.ConnInfo{}, cmkit.ForeignQP()
 	}
-	if len(param.PrivateData) > d.caps.MaxPrivateData {
-		return provider.ConnInfo{}, fmt.Errorf("%w: %d bytes of private data (at most %d)", provider.ErrInvalidArgument, len(param.PrivateData), d.caps.MaxPrivateData)
+	if err := cmkit.CheckPrivateData("fabric", param.PrivateData, d.caps.MaxPrivateData); err != nil {
+		return provider.ConnInfo{}, err
 	}
 	if r.hdr.flags&cmWideData != d.dataFlags()&cmWideData {
 		r.refuse(nil)
@@ -351,8 +346,7 @@ func (r *ConnRequest) Accept(ctx context.Context, pqp provider.QP, param provide
 		taken bool
 	)
 	r.l.mu.Lock()
-	r.once.Do(func() {
-		taken = true
+	if taken = r.claim.Take(); taken {
 		if wait, err = qp.openEP(r.info); err != nil && r.l.pep != 0 {
 			// The dialer hears at once that the QP could not take it.
 			_C_reject(r.l.pep, r.info, cmHeader{kind: cmReject}.encode(nil))
@@ -360,11 +354,11 @@ func (r *ConnRequest) Accept(ctx context.Context, pqp provider.QP, param provide
 		if err != nil {
 			_C_freeinfo(r.info)
 		}
-	})
+	}
 	r.l.mu.Unlock()
 	switch {
 	case !taken:
-		return provider.ConnInfo{}, fmt.Errorf("%w: the request was already answered", provider.ErrInvalidState)
+		return provider.ConnInfo{}, cmkit.ErrAnswered
 	case err != nil:
 		return provider.ConnInfo{}, err
 	}
@@ -395,7 +389,7 @@ func (l *Listener) eqEvent(ev *eqEvent) {
 	info := hInfo(ev.info)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.q.Closed() {
 		// The passive endpoint is closing or gone: nothing to reject with.
 		_C_freeinfo(info)
 		return
@@ -407,9 +401,7 @@ func (l *Listener) eqEvent(ev *eqEvent) {
 		return
 	}
 	r := &ConnRequest{l: l, info: info, hdr: h, pdata: pdata}
-	select {
-	case l.reqs <- r:
-	default:
+	if !l.q.Offer(r) {
 		r.refuseLocked(nil)
 	}
 }

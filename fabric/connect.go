@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -15,10 +16,10 @@ import (
 func (d *Device) Dial(ctx context.Context, addr string, pqp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	qp, ok := pqp.(*QP)
 	if !ok || qp.dev != d {
-		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+		return provider.ConnInfo{}, cmkit.ForeignQP()
 	}
-	if len(param.PrivateData) > d.caps.MaxPrivateData {
-		return provider.ConnInfo{}, fmt.Errorf("%w: %d bytes of private data (at most %d)", provider.ErrInvalidArgument, len(param.PrivateData), d.caps.MaxPrivateData)
+	if err := cmkit.CheckPrivateData("fabric", param.PrivateData, d.caps.MaxPrivateData); err != nil {
+		return provider.ConnInfo{}, err
 	}
 	sa, _, err := d.sockaddr(addr)
 	if err != nil {
@@ -136,11 +137,8 @@ func (qp *QP) abandonEP() {
 // an *Error matching ErrRejected, the context's end an error matching both
 // ErrTimeout and the context's error.
 func (qp *QP) awaitConnected(ctx context.Context, wait chan eqEvent, what string) (*eqEvent, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultDialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := cmkit.WithTimeout(ctx, defaultDialTimeout)
+	defer cancel()
 	select {
 	case ev := <-wait:
 		if ev.err == 0 && ev.event == fiConnected {
@@ -153,7 +151,7 @@ func (qp *QP) awaitConnected(ctx context.Context, wait chan eqEvent, what string
 		e := Errno(ev.err)
 		if e == Errno(syscall.ECONNREFUSED) {
 			if _, pdata, err := decodeCM(ev.data[:ev.datalen], cmReject); err == nil {
-				return nil, &provider.RejectError{PrivateData: pdata}
+				return nil, cmkit.Rejected(pdata, "")
 			}
 			return nil, &Error{Op: what, Errno: e, Class: provider.ErrRejected, Detail: "nobody accepts connections there"}
 		}

@@ -3,10 +3,9 @@ package loopback
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -14,14 +13,16 @@ import (
 // DefaultTimeout bounds a Dial whose context has no deadline.
 const DefaultTimeout = 10 * time.Second
 
+// Backlog is how many connection requests a listener holds until Accept
+// takes them; a dialer beyond it waits for room (within its deadline).
+const Backlog = 64
+
 // listener accepts loopback connection requests addressed to its name.
 type listener struct {
 	net  *Network
 	dev  *soft.Device
 	addr string
-	reqs chan *connReq
-	done chan struct{}
-	once sync.Once
+	q    *cmkit.Queue[*connReq]
 }
 
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
@@ -32,9 +33,9 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, taken := n.listeners[addr]; taken {
-		return nil, fmt.Errorf("%w: loopback address %q is in use", provider.ErrBusy, addr)
+		return nil, cmkit.InUse("loopback", addr, nil)
 	}
-	ln := &listener{net: n, dev: d, addr: addr, reqs: make(chan *connReq), done: make(chan struct{})}
+	ln := &listener{net: n, dev: d, addr: addr, q: cmkit.NewQueue(Backlog, (*connReq).Pending)}
 	n.listeners[addr] = ln
 	return ln, nil
 }
@@ -42,43 +43,34 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 func (ln *listener) Addr() string { return ln.addr }
 
 func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	select {
-	case r := <-ln.reqs:
-		return r, nil
-	case <-ln.done:
-		return nil, provider.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	r, err := ln.q.Accept(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return r, nil
 }
 
+// Close stops listening; the requests nobody accepted are refused.
 func (ln *listener) Close() error {
-	err := error(provider.ErrClosed)
-	ln.once.Do(func() {
-		err = nil
-		close(ln.done)
+	first := ln.q.Close(func(r *connReq) { r.refuse(fmt.Errorf("%w: listener %q closed", provider.ErrRejected, ln.addr)) })
+	if first {
 		ln.net.mu.Lock()
 		if ln.net.listeners[ln.addr] == ln {
 			delete(ln.net.listeners, ln.addr)
 		}
 		ln.net.mu.Unlock()
-	})
-	return err
+	}
+	return cmkit.CloseResult(first)
 }
 
-// Request answers: a request is pending until exactly one of Accept, Reject
-// or the dialer's give-up claims it.
-const (
-	reqPending int32 = iota
-	reqClaimed
-)
-
 // connReq is a connection request in flight from a dialer to a listener.
+// It is answered once: by Accept, Reject, the dialer's give-up or the
+// listener's Close, whichever claims it first.
 type connReq struct {
+	cmkit.Claim
 	ln    *listener
 	from  *soft.QP
 	param provider.ConnParam
-	state atomic.Int32
 	reply chan connReply // buffered: the answer never blocks
 }
 
@@ -96,11 +88,18 @@ func (r *connReq) Reject(privateData []byte) error {
 	if err := checkPrivateData(privateData); err != nil {
 		return err
 	}
-	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
-		return fmt.Errorf("%w: the request was already answered or abandoned", provider.ErrInvalidState)
+	if !r.Take() {
+		return fmt.Errorf("%w (or abandoned)", cmkit.ErrAnswered)
 	}
-	r.reply <- connReply{err: &provider.RejectError{PrivateData: clone(privateData)}}
+	r.reply <- connReply{err: cmkit.Rejected(privateData, "")}
 	return nil
+}
+
+// refuse answers the request with err, unless someone answered it first.
+func (r *connReq) refuse(err error) {
+	if r.Take() {
+		r.reply <- connReply{err: err}
+	}
 }
 
 // Accept connects qp to the dialer's QP. Both move to RTS with the IRD and
@@ -108,12 +107,12 @@ func (r *connReq) Reject(privateData []byte) error {
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
 	if !ok || q.Device() != r.ln.dev {
-		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+		return provider.ConnInfo{}, cmkit.ForeignQP()
 	}
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
+	if !r.Take() {
 		return provider.ConnInfo{}, fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
 	}
 	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())
@@ -140,11 +139,8 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err := qp.CheckConnectable(); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := cmkit.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
 	l.net.mu.Lock()
 	ln := l.net.listeners[addr]
 	l.net.mu.Unlock()
@@ -153,19 +149,22 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	}
 	param.PrivateData = clone(param.PrivateData)
 	r := &connReq{ln: ln, from: qp, param: param, reply: make(chan connReply, 1)}
-	select {
-	case ln.reqs <- r:
-	case <-ln.done:
+	switch err := ln.q.ReserveWait(ctx); {
+	case err == nil:
+		if !ln.q.Push(r) {
+			return provider.ConnInfo{}, fmt.Errorf("%w: listener %q closed", provider.ErrRejected, addr)
+		}
+	case ctx.Err() != nil:
+		return provider.ConnInfo{}, cmkit.Expired(ctx)
+	default:
 		return provider.ConnInfo{}, fmt.Errorf("%w: listener %q closed", provider.ErrRejected, addr)
-	case <-ctx.Done():
-		return provider.ConnInfo{}, fmt.Errorf("%w: %w", provider.ErrTimeout, ctx.Err())
 	}
 	var rep connReply
 	select {
 	case rep = <-r.reply:
 	case <-ctx.Done():
-		if r.state.CompareAndSwap(reqPending, reqClaimed) {
-			return provider.ConnInfo{}, fmt.Errorf("%w: %w", provider.ErrTimeout, ctx.Err())
+		if r.Take() {
+			return provider.ConnInfo{}, cmkit.Expired(ctx)
 		}
 		rep = <-r.reply // answered just now; the answer is on its way
 	}

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -143,8 +144,5 @@ func (n *Network) endpointOf(qp *soft.QP) *endpoint {
 
 // checkPrivateData enforces the loopback private data limit.
 func checkPrivateData(pd []byte) error {
-	if len(pd) > MaxPrivateData {
-		return fmt.Errorf("%w: %d bytes of private data (loopback carries at most %d)", provider.ErrInvalidArgument, len(pd), MaxPrivateData)
-	}
-	return nil
+	return cmkit.CheckPrivateData("loopback", pd, MaxPrivateData)
 }

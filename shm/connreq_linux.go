@@ -4,28 +4,24 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
 
-// A request is pending until exactly one of Accept or Reject claims it.
-const (
-	reqPending int32 = iota
-	reqClaimed
-)
-
 // connReq is a connection request a listener received: the dialer's
-// hello, its segment already mapped, and the socket.
+// hello, its segment already mapped, and the socket. Exactly one of
+// Accept or Reject claims it; one nobody claimed is closed with the
+// listener.
 type connReq struct {
-	ln    *listener
-	uc    *net.UnixConn
-	pid   int
-	h     hello
-	peer  *remote
-	state atomic.Int32
+	cmkit.Claim
+	ln   *listener
+	uc   *net.UnixConn
+	pid  int
+	h    hello
+	peer *remote
 }
 
 func (r *connReq) PrivateData() []byte { return r.h.pdata }
@@ -45,8 +41,8 @@ func (r *connReq) Reject(privateData []byte) error {
 	if err := checkPrivateData(privateData); err != nil {
 		return err
 	}
-	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
-		return fmt.Errorf("%w: the request was already answered", provider.ErrInvalidState)
+	if !r.Take() {
+		return cmkit.ErrAnswered
 	}
 	defer r.close()
 	rej := reject{pdata: privateData}
@@ -59,16 +55,16 @@ func (r *connReq) Reject(privateData []byte) error {
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
 	if !ok || q.Device() != r.ln.dev {
-		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+		return provider.ConnInfo{}, cmkit.ForeignQP()
 	}
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if !r.state.CompareAndSwap(reqPending, reqClaimed) {
-		return provider.ConnInfo{}, fmt.Errorf("%w: the request was already answered", provider.ErrInvalidState)
+	if !r.Take() {
+		return provider.ConnInfo{}, cmkit.ErrAnswered
 	}
 	l := r.ln.l
-	deadline := deadlineOf(ctx, l.cfg.Timeout)
+	deadline := cmkit.DeadlineOf(ctx, l.cfg.Timeout)
 	me, err := newLocal(l.geometry())
 	if err != nil {
 		r.refuse(err)
@@ -124,12 +120,4 @@ func (r *connReq) reply(ctx context.Context, c *conn, mine hello, deadline time.
 		return fmt.Errorf("%w: expected RTU, got message type %d", provider.ErrProtocol, buf[0])
 	}
 	return nil
-}
-
-// deadlineOf is ctx's deadline, or timeout from now.
-func deadlineOf(ctx context.Context, timeout time.Duration) time.Time {
-	if d, ok := ctx.Deadline(); ok {
-		return d
-	}
-	return time.Now().Add(timeout)
 }

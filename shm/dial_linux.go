@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -20,11 +21,8 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err := qp.CheckConnectable(); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := cmkit.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
 	var dl net.Dialer
 	name, _ := socketName(addr)
 	nc, err := dl.DialContext(ctx, "unixpacket", name)
@@ -70,7 +68,7 @@ func (l *link) handshake(ctx context.Context, uc *net.UnixConn, addr string, qp 
 		return provider.ConnInfo{}, err
 	}
 	if err := c.ctl.send([]byte{msgRTU}, time.Until(deadline)); err != nil {
-		err = timeoutOr(ctx, fmt.Errorf("%w: confirming the connection: %v", provider.ErrDisconnected, err))
+		err = cmkit.TimeoutOr(ctx, fmt.Errorf("%w: confirming the connection: %v", provider.ErrDisconnected, err))
 		c.startFailed(err)
 		return provider.ConnInfo{}, err
 	}
@@ -90,12 +88,12 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 	err = ctlConn{uc}.send(mine.encode(msgReq), l.cfg.Timeout, seg, efd)
 	closeFD(seg)
 	if err != nil {
-		return hello{}, nil, timeoutOr(ctx, fmt.Errorf("%w: sending the request: %v", provider.ErrRejected, err))
+		return hello{}, nil, cmkit.TimeoutOr(ctx, fmt.Errorf("%w: sending the request: %v", provider.ErrRejected, err))
 	}
 	buf := make([]byte, maxCtlMsg)
 	n, fds, err := ctlConn{uc}.recv(buf)
 	if err != nil {
-		return hello{}, nil, timeoutOr(ctx, fmt.Errorf("%w: no answer from the listener: %v", provider.ErrRejected, err))
+		return hello{}, nil, cmkit.TimeoutOr(ctx, fmt.Errorf("%w: no answer from the listener: %v", provider.ErrRejected, err))
 	}
 	switch {
 	case buf[0] == msgRej:
@@ -104,7 +102,7 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 		if err != nil {
 			return hello{}, nil, err
 		}
-		return hello{}, nil, &provider.RejectError{PrivateData: rej.pdata, Reason: rej.reason}
+		return hello{}, nil, cmkit.Rejected(rej.pdata, rej.reason)
 	case buf[0] != msgRep || len(fds) != 2:
 		closeFDs(fds)
 		return hello{}, nil, fmt.Errorf("%w: expected an answer to the request", provider.ErrProtocol)
@@ -116,19 +114,4 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 	}
 	peer, err := mapRemote(fds[0], fds[1])
 	return h, peer, err
-}
-
-// timeoutOr returns ErrTimeout if ctx ended (or its deadline passed: the
-// socket's deadline may fire a moment before ctx's timer), err otherwise.
-// The error then matches the context's error too, as on every transport:
-// context.DeadlineExceeded for a deadline.
-func timeoutOr(ctx context.Context, err error) error {
-	d, _ := ctx.Deadline()
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w: %w: %v", provider.ErrTimeout, cerr, err)
-	}
-	if !time.Now().Before(d) {
-		return fmt.Errorf("%w: %w: %v", provider.ErrTimeout, context.DeadlineExceeded, err)
-	}
-	return err
 }

@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -89,8 +90,5 @@ func establishAttr(mine, peer hello) soft.EstablishAttr {
 }
 
 func checkPrivateData(pd []byte) error {
-	if len(pd) > MaxPrivateData {
-		return fmt.Errorf("%w: %d bytes of private data (shm carries at most %d)", provider.ErrInvalidArgument, len(pd), MaxPrivateData)
-	}
-	return nil
+	return cmkit.CheckPrivateData("shm", pd, MaxPrivateData)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -20,17 +20,15 @@ import (
 // listener accepts connection requests on a Unix SOCK_SEQPACKET socket.
 // Its accept goroutine takes sockets and a goroutine per socket reads the
 // request (within Options.Timeout), so a slow or silent dialer never holds
-// up the others.
+// up the others. The backlog, Accept and Close are cmkit's rules; what is
+// shm's own is the hello it reads and the segments it maps.
 type listener struct {
-	l     *link
-	dev   *soft.Device
-	ul    *net.UnixListener
-	path  string
-	reqs  chan *connReq
-	slots chan struct{} // bounds the requests read but not yet accepted
-	done  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
+	l    *link
+	dev  *soft.Device
+	ul   *net.UnixListener
+	path string
+	q    *cmkit.Queue[*connReq] // bounds the requests read (or being read) but not yet accepted
+	wg   sync.WaitGroup         // the accept loop and the handshake goroutines
 }
 
 // Listen listens on the Unix socket addr: a file system path, "@name" for
@@ -44,16 +42,12 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 	}
 	ul, addr, err := listenUnix(addr)
 	if err != nil {
-		if errors.Is(err, os.ErrExist) || strings.Contains(err.Error(), "address already in use") {
-			return nil, fmt.Errorf("%w: shm address %q is in use: %v", provider.ErrBusy, addr, err)
-		}
-		return nil, fmt.Errorf("%w: shm listen %q: %v", provider.ErrInvalidArgument, addr, err)
+		return nil, cmkit.ListenError("shm", addr, err)
 	}
 	if name, _ := socketName(addr); !strings.HasPrefix(name, "@") {
 		os.Chmod(addr, 0o600)
 	}
-	ln := &listener{l: l, dev: d, ul: ul, path: addr, reqs: make(chan *connReq),
-		slots: make(chan struct{}, Backlog), done: make(chan struct{})}
+	ln := &listener{l: l, dev: d, ul: ul, path: addr, q: cmkit.NewQueue(Backlog, (*connReq).Pending)}
 	if !l.addListener(ln) {
 		ul.Close()
 		return nil, provider.ErrClosed
@@ -90,21 +84,16 @@ func tempSocket() string {
 
 func (ln *listener) Addr() string { return ln.path }
 
+// acceptLoop takes sockets until the listener closes; a socket error that
+// does not pass closes the listener with it.
 func (ln *listener) acceptLoop() {
 	defer ln.wg.Done()
-	for {
-		uc, err := ln.ul.AcceptUnix()
-		if err != nil {
-			select {
-			case <-ln.done:
-				return
-			default:
-			}
-			time.Sleep(time.Millisecond) // EMFILE and friends
-			continue
-		}
+	err := cmkit.Serve(ln.q.Done(), ln.ul.AcceptUnix, func(uc *net.UnixConn) {
 		ln.wg.Add(1)
 		go ln.handshake(uc)
+	})
+	if err != nil {
+		ln.q.Fail(fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err), (*connReq).close)
 	}
 }
 
@@ -115,27 +104,27 @@ const Backlog = 64
 // handshake reads one connection request and queues it for Accept.
 func (ln *listener) handshake(uc *net.UnixConn) {
 	defer ln.wg.Done()
-	select {
-	case ln.slots <- struct{}{}:
-		defer func() { <-ln.slots }()
-	default:
-		rej := reject{reason: "listener backlog full"}
-		ctlConn{uc}.send(rej.encode(), 100*time.Millisecond)
-		uc.Close()
+	if !ln.q.Reserve() {
+		refuse(uc, cmkit.ReasonBacklogFull)
 		return
 	}
 	r, err := ln.readRequest(uc)
 	if err != nil {
-		rej := reject{reason: err.Error()}
-		ctlConn{uc}.send(rej.encode(), 100*time.Millisecond)
-		uc.Close()
+		ln.q.Release()
+		refuse(uc, err.Error())
 		return
 	}
-	select {
-	case ln.reqs <- r:
-	case <-ln.done:
+	if !ln.q.Push(r) {
 		r.close()
 	}
+}
+
+// refuse rejects a request the listener could not take, and closes its
+// socket.
+func refuse(uc *net.UnixConn, reason string) {
+	rej := reject{reason: reason}
+	ctlConn{uc}.send(rej.encode(), 100*time.Millisecond)
+	uc.Close()
 }
 
 func (ln *listener) readRequest(uc *net.UnixConn) (*connReq, error) {
@@ -167,26 +156,21 @@ func (ln *listener) readRequest(uc *net.UnixConn) (*connReq, error) {
 }
 
 func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	select {
-	case r := <-ln.reqs:
-		return r, nil
-	case <-ln.done:
-		return nil, provider.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	r, err := ln.q.Accept(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return r, nil
 }
 
 // Close stops listening (a path socket is unlinked); requests not yet
 // accepted are refused.
 func (ln *listener) Close() error {
-	err := error(provider.ErrClosed)
-	ln.once.Do(func() {
-		err = nil
-		close(ln.done)
+	first := ln.q.Close((*connReq).close)
+	if first {
 		ln.ul.Close()
 		ln.l.removeListener(ln)
 		ln.wg.Wait()
-	})
-	return err
+	}
+	return cmkit.CloseResult(first)
 }
