@@ -15,12 +15,16 @@ import (
 
 const pingpongUsage = `Usage: goverbs pingpong [flags] SERVER     client, against ibv_rc_pingpong
        goverbs pingpong [flags]            server, for ibv_rc_pingpong SERVER
+       goverbs pingpong --ud [flags] [SERVER]   the same against ibv_ud_pingpong
 
 Speaks rdma-core's ibv_rc_pingpong protocol over goverbs' RoCEv2 transport,
 so that a goverbs program and ibv_rc_pingpong on Linux rxe (run it with
 -g 1, rxe's IPv4 GID) are each other's peer: the addresses (LID, QPN, PSN,
 GID) cross a TCP connection, then SENDs go back and forth, one at a time.
-Every received byte is checked. The flags are ibv_rc_pingpong's.
+Every received byte is checked. The flags are ibv_rc_pingpong's. With
+--ud it speaks ibv_ud_pingpong instead (run it with -g 1 on rxe): UD
+queue pairs, each message one datagram of at most the MTU (-s defaults to
+1024), the GRH's source checked on every receive.
 
 Flags:
 `
@@ -38,10 +42,11 @@ func newPingpongFlags() *pingpongFlags {
 	f := &pingpongFlags{fs: flag.NewFlagSet("pingpong", flag.ContinueOnError)}
 	fs, c := f.fs, &f.cfg
 	fs.IntVar(&f.port, "p", pingpong.Port, "TCP `port` of the address exchange")
-	fs.IntVar(&c.Size, "s", pingpong.DefaultSize, "message `bytes`; the same on both sides")
+	fs.IntVar(&c.Size, "s", 0, "message `bytes`; the same on both sides (default 4096, 1024 with --ud)")
 	fs.IntVar(&c.Iters, "n", pingpong.DefaultIters, "`N` messages each way")
 	fs.IntVar(&c.RxDepth, "r", pingpong.DefaultRxDepth, "`N` receives kept posted")
 	fs.BoolVar(&c.Spin, "poll", false, "busy-poll the CQ instead of blocking")
+	fs.BoolVar(&c.UD, "ud", false, "speak ibv_ud_pingpong's protocol: UD queue pairs (-s defaults to 1024)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "fail if the run takes longer than this `duration` (0: no limit)")
 	f.roce.register(fs)
 	return f
@@ -86,8 +91,12 @@ func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if res.Iters > 0 {
 		us := float64(res.Elapsed.Microseconds()) / float64(res.Iters)
-		fmt.Fprintf(stdout, "goverbs pingpong %s: %d × %d B each way, every byte checked, in %v = %.2f µs/iter\n",
-			role, res.Iters, f.cfg.Size, res.Elapsed.Round(time.Millisecond), us)
+		kind := "RC"
+		if f.cfg.UD {
+			kind = "UD"
+		}
+		fmt.Fprintf(stdout, "goverbs pingpong %s (%s): %d × %d B each way, every byte checked, in %v = %.2f µs/iter\n",
+			role, kind, res.Iters, res.Bytes/int64(2*res.Iters), res.Elapsed.Round(time.Millisecond), us)
 	}
 	return err
 }

@@ -3,8 +3,10 @@ package pingpong
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -14,17 +16,25 @@ const (
 	idSend = 2
 )
 
+// postRecvs posts n receives into the whole buffer (UD: the GRH, then
+// the message).
 func (s *side) postRecvs(n int) error {
 	wrs := make([]verbs.RecvWR, n)
 	for i := range wrs {
-		wrs[i] = verbs.RecvWR{ID: idRecv, SGL: []verbs.SGE{s.buf.SGE(0, s.cfg.Size)}}
+		wrs[i] = verbs.RecvWR{ID: idRecv, SGL: []verbs.SGE{s.buf.SGE(0, len(s.buf.Bytes()))}}
 	}
 	return s.QP.PostRecv(wrs)
 }
 
+// postSend sends the message; on UD to the peer's QPN through its
+// address handle, with ibv_ud_pingpong's Q_Key.
 func (s *side) postSend() error {
-	return s.QP.PostSend([]verbs.SendWR{{ID: idSend, Opcode: verbs.OpSend, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{s.buf.SGE(0, s.cfg.Size)}}})
+	wr := verbs.SendWR{ID: idSend, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{s.buf.SGE(0, s.cfg.Size)}}
+	if s.cfg.UD {
+		wr.SGL[0] = s.buf.SGE(verbs.GRHLen, s.cfg.Size)
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ah, s.rem.qpn, UDQKey
+	}
+	return s.QP.PostSend([]verbs.SendWR{wr})
 }
 
 // loop is the ping-pong of rc_pingpong.c's main and parse_single_wc: the
@@ -36,7 +46,7 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 	pending := idRecv
 	t0 := time.Now()
 	if s.client {
-		pattern(s.buf.Bytes(), 0)
+		pattern(s.msg(), 0)
 		if err := s.postSend(); err != nil {
 			return Result{}, err
 		}
@@ -52,7 +62,7 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 		case idSend:
 			scnt++
 		case idRecv:
-			if err := s.check(rcnt, wc.ByteLen); err != nil {
+			if err := s.check(rcnt, wc); err != nil {
 				return Result{Iters: rcnt}, err
 			}
 			rcnt++
@@ -66,7 +76,7 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 		pending &^= int(wc.ID)
 		if scnt < n && pending == 0 {
 			if s.client {
-				pattern(s.buf.Bytes(), scnt)
+				pattern(s.msg(), scnt)
 			}
 			if err := s.postSend(); err != nil {
 				return Result{Iters: rcnt}, err
@@ -79,12 +89,36 @@ func (s *side) loop(ctx context.Context) (Result, error) {
 
 // check validates receive number i: its length, and every byte. A client
 // gets back the pattern it sent; a server gets ibv_rc_pingpong's buffer
-// or a goverbs client's pattern.
-func (s *side) check(i int, n uint32) error {
-	if int(n) != s.cfg.Size {
-		return &ProtocolError{Msg: fmt.Sprintf("message %d: %d bytes, %d expected (use the same -s on both sides)", i, n, s.cfg.Size)}
+// or a goverbs client's pattern. A UD receive also has the GRH, whose
+// source must be the peer's GID, and the peer's QPN as its source QP.
+func (s *side) check(i int, wc verbs.WorkCompletion) error {
+	want := s.cfg.Size
+	if s.cfg.UD {
+		want += verbs.GRHLen
 	}
-	return s.checkBytes(i, s.buf.Bytes())
+	if int(wc.ByteLen) != want {
+		return &ProtocolError{Msg: fmt.Sprintf("message %d: %d bytes, %d expected (use the same -s on both sides)", i, wc.ByteLen, want)}
+	}
+	if s.cfg.UD {
+		if err := s.checkGRH(i, wc); err != nil {
+			return err
+		}
+	}
+	return s.checkBytes(i, s.msg())
+}
+
+// checkGRH checks a UD receive's origin: the completion's source QP and
+// the GRH's source address (RoCEv2 over IPv4: the IPv4 header in the
+// GRH's last 20 bytes, RFC 4391's layout as rxe writes it).
+func (s *side) checkGRH(i int, wc verbs.WorkCompletion) error {
+	if wc.Flags&verbs.WCWithGRH == 0 || wc.SrcQP != s.rem.qpn {
+		return &ProtocolError{Msg: fmt.Sprintf("message %d: source QP %#x (GRH flag %v), want %#x", i, wc.SrcQP, wc.Flags&verbs.WCWithGRH != 0, s.rem.qpn)}
+	}
+	grh := s.buf.Bytes()[:verbs.GRHLen]
+	if src, want := ib.GRHSource(grh), netip.AddrFrom16(s.rem.gid).Unmap(); src != want {
+		return &ProtocolError{Msg: fmt.Sprintf("message %d: GRH source %v, want the peer's %v", i, src, want)}
+	}
+	return nil
 }
 
 func (s *side) checkBytes(i int, got []byte) error {

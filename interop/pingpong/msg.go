@@ -12,6 +12,11 @@ const (
 	DefaultSize    = 4096
 	DefaultIters   = 1000
 	DefaultRxDepth = 500
+	// DefaultUDSize is ibv_ud_pingpong's default -s (ud_pingpong.c's
+	// main; its usage text says 2048, the code 1024).
+	DefaultUDSize = 1024
+	// UDQKey is the Q_Key both sides of ibv_ud_pingpong use.
+	UDQKey = 0x11111111
 	// msgSize is sizeof "0000:000000:000000:" + 32 hex digits, NUL
 	// included: what each side writes and must read in one call.
 	msgSize = 52

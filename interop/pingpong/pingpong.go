@@ -24,9 +24,18 @@ type Config struct {
 	GID [16]byte
 	// Spin polls the CQ without parking.
 	Spin bool
+	// UD speaks ibv_ud_pingpong instead (ud_pingpong.c): a UD QP with
+	// Q_Key 0x11111111, each SEND addressed to the peer's QPN through an
+	// address handle made from its GID, and the 40-byte GRH in front of
+	// every received message. Size is then at most the MTU (default
+	// 1024, ud_pingpong.c's).
+	UD bool
 }
 
 func (c *Config) normalize() error {
+	if c.UD {
+		c.Size = cmpOr(c.Size, DefaultUDSize)
+	}
 	c.Size = cmpOr(c.Size, DefaultSize)
 	c.Iters = cmpOr(c.Iters, DefaultIters)
 	c.RxDepth = cmpOr(c.RxDepth, DefaultRxDepth)
@@ -35,6 +44,11 @@ func (c *Config) normalize() error {
 	}
 	if c.Size < 1 || c.Iters < 1 || c.RxDepth < 2 || !c.MTU.Valid() {
 		return fmt.Errorf("%w: size %d, iterations %d, rx depth %d, MTU %d", ErrConfig, c.Size, c.Iters, c.RxDepth, c.MTU)
+	}
+	if c.UD && c.Size > int(c.MTU) {
+		// ud_pingpong.c refuses it too ("Requested size larger than
+		// port MTU"): a UD message is one packet.
+		return fmt.Errorf("%w: a UD message of %d bytes is larger than the MTU %d", ErrConfig, c.Size, c.MTU)
 	}
 	return nil
 }
@@ -59,14 +73,31 @@ type side struct {
 	*endpoint.Endpoint
 	cfg     Config
 	client  bool
-	buf     *verbs.MR
+	buf     *verbs.MR // UD: the GRH's 40 bytes, then the message
+	ah      *verbs.AddressHandle
 	my, rem dest
 }
 
+// msg is the message in the buffer: all of it for RC, behind the room
+// for the GRH for UD (ud_pingpong.c sends from buf+40 and receives the
+// GRH and the message into buf).
+func (s *side) msg() []byte {
+	if s.cfg.UD {
+		return s.buf.Bytes()[verbs.GRHLen : verbs.GRHLen+s.cfg.Size]
+	}
+	return s.buf.Bytes()[:s.cfg.Size]
+}
+
 // newSide creates the QP (send depth 1, RxDepth receives, as
-// pp_init_ctx) in INIT with no remote rights, and posts the receives.
+// pp_init_ctx) in INIT with no remote rights (UD: with the Q_Key), and
+// posts the receives.
 func newSide(dev *verbs.Device, cfg Config, client bool) (*side, error) {
+	typ, n := verbs.QPTypeRC, cfg.Size
+	if cfg.UD {
+		typ, n = verbs.QPTypeUD, cfg.Size+verbs.GRHLen
+	}
 	e, err := endpoint.New(dev, endpoint.Config{
+		Type:      typ,
 		Cap:       verbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.RxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQEntries: cfg.RxDepth + 1, Spin: cfg.Spin,
 	})
@@ -74,8 +105,13 @@ func newSide(dev *verbs.Device, cfg Config, client bool) (*side, error) {
 		return nil, err
 	}
 	s := &side{Endpoint: e, cfg: cfg, client: client}
-	if s.buf, err = e.Register(cfg.Size, verbs.AccessLocalWrite); err == nil {
-		err = e.ToInit(0)
+	if s.buf, err = e.Register(n, verbs.AccessLocalWrite); err == nil {
+		if cfg.UD {
+			err = e.QP.Modify(&verbs.QPAttr{State: verbs.StateInit, Port: 1, QKey: UDQKey},
+				verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrQKey)
+		} else {
+			err = e.ToInit(0)
+		}
 	}
 	if err == nil {
 		for i := range s.buf.Bytes() {
@@ -97,6 +133,9 @@ func newSide(dev *verbs.Device, cfg Config, client bool) (*side, error) {
 // and PSN, IRD 1 and RNR timer 12; RTS with timeout 14, seven retries and
 // ORD 1.
 func (s *side) connect() error {
+	if s.cfg.UD {
+		return s.connectUD()
+	}
 	rtr := verbs.QPAttr{State: verbs.StateRTR, AV: verbs.AddressVector{GID: s.rem.gid, HopLimit: 1},
 		PathMTU: s.cfg.MTU, DestQPN: s.rem.qpn, RQPSN: s.rem.psn, MaxDestRdAtomic: 1, MinRNRTimer: 12}
 	err := s.QP.Modify(&rtr, verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|
@@ -109,6 +148,27 @@ func (s *side) connect() error {
 		verbs.AttrSQPSN|verbs.AttrMaxQPRdAtomic)
 	if err != nil {
 		return fmt.Errorf("pingpong: QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// connectUD is ud_pingpong.c's pp_connect_ctx: RTR with nothing, RTS
+// with our PSN, and an address handle for the peer's GID with hop limit
+// 64. ud_pingpong makes the handle global only if the GID's interface ID
+// is set; goverbs' RoCE needs the GID to find the peer at all.
+func (s *side) connectUD() error {
+	if err := s.QP.Modify(&verbs.QPAttr{State: verbs.StateRTR}, verbs.AttrState); err != nil {
+		return fmt.Errorf("pingpong: UD QP to RTR: %w", err)
+	}
+	if err := s.QP.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: s.my.psn}, verbs.AttrState|verbs.AttrSQPSN); err != nil {
+		return fmt.Errorf("pingpong: UD QP to RTS: %w", err)
+	}
+	if [8]byte(s.rem.gid[8:]) == [8]byte{} {
+		return &ProtocolError{Msg: "the peer sent no GID (run ibv_ud_pingpong with -g, rxe's IPv4 GID is index 1)"}
+	}
+	var err error
+	if s.ah, err = s.PD.CreateAH(verbs.AddressVector{GID: s.rem.gid, HopLimit: 64}); err != nil {
+		return fmt.Errorf("pingpong: address handle for %x: %w", s.rem.gid, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -93,5 +94,76 @@ func TestServerRejectsBadData(t *testing.T) {
 	var de *DataError
 	if !errors.As(err, &de) || de.Offset != 1 {
 		t.Fatalf("%v", err)
+	}
+}
+
+// ibv_ud_pingpong's protocol between two goverbs devices over RoCEv2 on
+// loopback: UD QPs, Q_Key 0x11111111, the GRH in front of every message
+// (its source checked), sizes up to the MTU.
+func TestClientServerUD(t *testing.T) {
+	for _, size := range []int{1, 1024} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sdev, sgid := openRoCE(t, "127.0.0.1")
+			cdev, cgid := openRoCE(t, "127.0.0.2")
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			done := make(chan error, 1)
+			go func() {
+				_, err := Serve(ctx, sdev, ln, Config{UD: true, Size: size, Iters: 200, GID: sgid})
+				done <- err
+			}()
+			r, err := Client(ctx, cdev, ln.Addr().String(), Config{UD: true, Size: size, Iters: 200, GID: cgid})
+			if serr := <-done; err != nil || serr != nil {
+				t.Fatalf("client: %v; server: %v", err, serr)
+			}
+			if r.Iters != 200 {
+				t.Fatalf("%d iterations", r.Iters)
+			}
+		})
+	}
+}
+
+// A UD message is one packet: more than the MTU is refused before any
+// resource is made, as ud_pingpong.c does.
+func TestUDSizeAboveMTU(t *testing.T) {
+	c := Config{UD: true, Size: 2048, MTU: 1024}
+	if err := c.normalize(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("normalize = %v, want ErrConfig", err)
+	}
+	c = Config{UD: true}
+	if err := c.normalize(); err != nil || c.Size != DefaultUDSize {
+		t.Fatalf("default UD size %d, %v", c.Size, err)
+	}
+}
+
+// A UD receive must come from the peer's QP, with the peer's address in
+// its GRH.
+func TestUDChecksOrigin(t *testing.T) {
+	dev, _ := openRoCE(t, "127.0.0.1")
+	s, err := newSide(dev, Config{UD: true, Size: 8, Iters: 1, RxDepth: 2, MTU: 1024}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.rem = dest{qpn: 0x42, gid: netip.MustParseAddr("::ffff:10.0.0.2").As16()}
+	ib.PutGRH(s.buf.Bytes(), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1"), 8, 0, 64)
+	good := verbs.WorkCompletion{ByteLen: 8 + verbs.GRHLen, SrcQP: 0x42, Flags: verbs.WCWithGRH}
+	if err := s.checkGRH(0, good); err != nil {
+		t.Fatalf("good datagram refused: %v", err)
+	}
+	bad := good
+	bad.SrcQP = 0x43
+	var pe *ProtocolError
+	if err := s.checkGRH(0, bad); !errors.As(err, &pe) {
+		t.Fatalf("another QP accepted: %v", err)
+	}
+	ib.PutGRH(s.buf.Bytes(), netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("10.0.0.1"), 8, 0, 64)
+	if err := s.checkGRH(0, good); !errors.As(err, &pe) {
+		t.Fatalf("another source address accepted: %v", err)
 	}
 }

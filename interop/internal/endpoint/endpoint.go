@@ -29,6 +29,7 @@ type Endpoint struct {
 
 // Config sizes an endpoint.
 type Config struct {
+	Type      verbs.QPType // RC (the zero value) or UD
 	Cap       verbs.QPCap
 	CQEntries int
 	Spin      bool
@@ -45,7 +46,7 @@ func New(dev *verbs.Device, c Config) (*Endpoint, error) {
 		e.Close()
 		return nil, err
 	}
-	e.QP, err = e.PD.CreateQP(verbs.QPInitAttr{SendCQ: e.CQ, RecvCQ: e.CQ, Cap: c.Cap})
+	e.QP, err = e.PD.CreateQP(verbs.QPInitAttr{Type: c.Type, SendCQ: e.CQ, RecvCQ: e.CQ, Cap: c.Cap})
 	if err != nil {
 		e.Close()
 		return nil, err
