@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/goverbs/goverbs/interop/cmatose"
 	"github.com/goverbs/goverbs/interop/rping"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
@@ -18,12 +20,16 @@ import (
 const roceCMUsage = `Usage: goverbs rocecm rping -c -a SERVER [flags]   rping's protocol over RoCEv2, connected by the IB CM
        goverbs rocecm rping -s -a LOCAL [flags]    the server, for the kernel's rping -c
        goverbs rocecm nowhere -a SERVER -p PORT     a connect to a port nobody listens on: expects the REJ
+       goverbs rocecm ucmatose -c|-s -a ADDR [-C N -S BYTES -p 7471]   ucmatose's exchange, client or server
+       goverbs rocecm rdma -c|-s -a ADDR [-p 7471]  rdma_client's or rdma_server's exchange
 
 The RoCEv2 device connects through the InfiniBand CM on QP1, as rdma_cm
 does over RoCE (roce.Options.CM = roce.CMIB), so the kernel's rping on
 rxe0 is its peer. The device binds UDP 4791 of the local IP (-a for a
-server, --local or the route to the server for a client). Every byte is
-validated on both sides.
+server, --local or the route to the server for a client). rping's bytes
+are validated on both sides; ucmatose sends uninitialised buffers, so
+against it goverbs checks each message's length and the count; rdma's
+16-byte messages are zeros, each byte checked.
 
 Flags:
 `
@@ -46,8 +52,8 @@ func newRoceCMFlags() *roceCMFlags {
 	fs.StringVar(&f.local, "local", "", "the client's `IP` (default: the address that routes to the server)")
 	fs.IntVar(&f.port, "p", rping.Port, "rdma_cm `port`")
 	fs.IntVar(&f.mtu, "mtu", 1024, "path `MTU`")
-	fs.IntVar(&f.cfg.Size, "S", rping.DefaultSize, "buffer `size`")
-	fs.IntVar(&f.cfg.Count, "C", 10, "`pings`")
+	fs.IntVar(&f.cfg.Size, "S", 0, "buffer `size` (rping: 64; ucmatose: 100)")
+	fs.IntVar(&f.cfg.Count, "C", 10, "`pings` or ucmatose's messages")
 	fs.BoolVar(new(bool), "V", true, "validate (always on)")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "fail after this `duration`")
 	return f
@@ -60,17 +66,20 @@ func printRoceCMUsage(w io.Writer) {
 
 // roceCMCmd is goverbs rocecm.
 func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "rping" && args[0] != "nowhere") {
+	if len(args) == 0 || !slices.Contains([]string{"rping", "nowhere", "ucmatose", "rdma"}, args[0]) {
 		printRoceCMUsage(stderr)
-		return &UsageError{Cmd: "rocecm", Err: errors.New("want rping or nowhere")}
+		return &UsageError{Cmd: "rocecm", Err: errors.New("want rping, nowhere, ucmatose or rdma")}
 	}
 	mode := args[0]
 	f := newRoceCMFlags()
 	if err := parse(f.fs, "rocecm", args[1:], printRoceCMUsage, stdout, stderr); err != nil {
 		return err
 	}
-	if f.addr == "" || (mode == "rping" && f.client == f.server) {
-		return &UsageError{Cmd: "rocecm", Err: errors.New("give -a, and for rping exactly one of -c and -s")}
+	if f.addr == "" || (mode != "nowhere" && f.client == f.server) {
+		return &UsageError{Cmd: "rocecm", Err: errors.New("give -a, and exactly one of -c and -s")}
+	}
+	if !isSet(f.fs, "p") && (mode == "ucmatose" || mode == "rdma") {
+		f.port = cmatose.Port
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -91,8 +100,16 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer watchEvents(dev, stderr)()
 	defer dev.Close()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
-	if mode == "nowhere" {
+	switch mode {
+	case "nowhere":
 		return roceCMNowhere(ctx, dev, addr, stdout)
+	case "ucmatose":
+		return roceCMUcmatose(ctx, dev, addr, f, stdout, stderr)
+	case "rdma":
+		return roceCMRdma(ctx, dev, addr, f, stdout, stderr)
+	}
+	if f.cfg.Size == 0 {
+		f.cfg.Size = rping.DefaultSize
 	}
 	var res rping.Result
 	role := "client"
@@ -103,6 +120,65 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		res, err = rpingServe(ctx, dev, addr, f.cfg, stderr)
 	}
 	fmt.Fprintf(stdout, "goverbs rocecm rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
+	return err
+}
+
+// roceCMAccept listens on addr and returns its first request.
+func roceCMAccept(ctx context.Context, dev *verbs.Device, addr, tool string, stderr io.Writer) (*verbs.ConnRequest, func(), error) {
+	ln, err := dev.Listen(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "goverbs rocecm %s: listening on %s\n", tool, ln.Addr())
+	req, err := ln.Accept(ctx)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return req, func() { ln.Close() }, nil
+}
+
+// roceCMUcmatose runs ucmatose's exchange (package cmatose).
+func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFlags, stdout, stderr io.Writer) error {
+	cfg := cmatose.Config{Count: f.cfg.Count, Size: f.cfg.Size}
+	var res cmatose.Result
+	var err error
+	role := "client"
+	if f.client {
+		res, err = cmatose.Client(ctx, dev, addr, cfg)
+	} else {
+		role = "server"
+		req, done, aerr := roceCMAccept(ctx, dev, addr, "ucmatose", stderr)
+		if aerr != nil {
+			return aerr
+		}
+		defer done()
+		res, err = cmatose.Serve(ctx, dev, req, cfg)
+	}
+	fmt.Fprintf(stdout, "goverbs rocecm ucmatose %s: %d messages sent, %d received (lengths checked) in %v\n",
+		role, res.Sent, res.Received, res.Elapsed.Round(time.Millisecond))
+	return err
+}
+
+// roceCMRdma runs rdma_server's or rdma_client's exchange.
+func roceCMRdma(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFlags, stdout, stderr io.Writer) error {
+	start := time.Now()
+	var err error
+	role := "client (rdma_client)"
+	if f.client {
+		err = cmatose.RdmaClient(ctx, dev, addr)
+	} else {
+		role = "server (rdma_server)"
+		req, done, aerr := roceCMAccept(ctx, dev, addr, "rdma", stderr)
+		if aerr != nil {
+			return aerr
+		}
+		defer done()
+		err = cmatose.RdmaServe(ctx, dev, req)
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "goverbs rocecm rdma %s: 16 zero bytes each way, every byte checked, in %v\n", role, time.Since(start).Round(time.Millisecond))
+	}
 	return err
 }
 
@@ -129,4 +205,11 @@ func roceCMNowhere(ctx context.Context, dev *verbs.Device, addr string, stdout i
 		return fmt.Errorf("dial %s: %v, want ErrRejected", addr, err)
 	}
 	return nil
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
