@@ -5,8 +5,8 @@
 #
 # Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
 # LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
-# space-separated subset of "rping pingpong perftest-siw perftest-rxe bench
-# capture rstream"), QUICK=1 (fewer iterations).
+# space-separated subset of "rping pingpong ud perftest-siw perftest-rxe bench
+# capture rstream rocecm rdmacm"), QUICK=1 (fewer iterations).
 #
 # Output: one line per matrix entry on stdout, tab-separated:
 #   ROW pair direction operation size iterations result seconds check
@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong perftest-siw perftest-rxe bench capture rstream rocecm}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe bench capture rstream rocecm rdmacm}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -128,6 +128,25 @@ phase_pingpong() {
             "every byte (goverbs)" "listening" \
             -- $NS $G pingpong --local $XP -s $size -n $n \
             -- ibv_rc_pingpong -d rxe0 -g 1 -s $size -n $n -c $XP
+    done
+}
+
+# ibv_ud_pingpong over rxe (issue 14): goverbs pingpong --ud, a UD QP on
+# goverbs' roce, both ways. Each message is one datagram of at most the
+# MTU (1024 on the lab's veth: rxe refuses more); goverbs checks every
+# byte, the sender's QPN and the GRH's source address on every receive.
+phase_ud() {
+    local size n
+    for size in 1 1024; do
+        n=$(iters 1000 50)
+        entry goverbs-rxe "goverbs pingpong --ud -> ibv_ud_pingpong" "UD SEND/RECV ping-pong" $size $n \
+            "every byte, GRH source, QPN (goverbs)" port:18515 \
+            -- ibv_ud_pingpong -d rxe0 -g 1 -s $size -n $n \
+            -- $NS $G pingpong --ud -s $size -n $n $X
+        entry goverbs-rxe "ibv_ud_pingpong -c -> goverbs pingpong --ud" "UD SEND/RECV ping-pong" $size $n \
+            "every byte, GRH source, QPN (goverbs)" "listening" \
+            -- $NS $G pingpong --ud --local $XP -s $size -n $n \
+            -- ibv_ud_pingpong -d rxe0 -g 1 -s $size -n $n -c $XP
     done
 }
 
@@ -264,14 +283,45 @@ phase_rocecm() {
     sleep 1; kill $td; wait $td
 }
 
+# librdmacm's ucmatose and rdma_server/rdma_client over rxe (issue 14):
+# goverbs rocecm (roce through the IB CM) both ways. ucmatose sends
+# buffers as malloc left them and checks only completions, so goverbs
+# checks every message's length and the count; rdma_server's and
+# rdma_client's 16-byte messages are zeros, and goverbs checks each byte.
+# The kernel's servers listen through rdma_cm, not on a TCP port: 3 s.
+phase_rdmacm() {
+    local size n
+    for size in 100 1024; do
+        n=$(iters 100 10)
+        entry goverbs-rxe "goverbs rocecm ucmatose -c -> ucmatose" "ucmatose (IB CM; SENDs both ways)" $size $n \
+            "length and count (goverbs); both see the disconnect" "rdma_cm up" \
+            -- sh -c "(sleep 3; echo rdma_cm up) & exec ucmatose -b $X -C $n -S $size" \
+            -- $NS $G rocecm ucmatose -c -a $X -C $n -S $size
+        entry goverbs-rxe "ucmatose -s -> goverbs rocecm ucmatose -s" "ucmatose (IB CM; SENDs both ways)" $size $n \
+            "length and count (goverbs); both see the disconnect" "listening" \
+            -- $NS $G rocecm ucmatose -s -a $XP -C $n -S $size \
+            -- ucmatose -s $XP -C $n -S $size
+    done
+    entry goverbs-rxe "goverbs rocecm rdma -c -> rdma_server" "rdma_server/rdma_client (IB CM; 1 SEND each way)" 16 1 \
+        "every byte (goverbs)" "rdma_cm up" \
+        -- sh -c "(sleep 3; echo rdma_cm up) & exec rdma_server -s $X" \
+        -- $NS $G rocecm rdma -c -a $X
+    entry goverbs-rxe "rdma_client -> goverbs rocecm rdma -s" "rdma_server/rdma_client (IB CM; 1 SEND each way)" 16 1 \
+        "every byte (goverbs)" "listening" \
+        -- $NS $G rocecm rdma -s -a $XP \
+        -- rdma_client -s $XP
+}
+
 has rping && phase_rping
 has rstream && phase_rstream
 has pingpong && phase_pingpong
+has ud && phase_ud
 has perftest-siw && phase_perftest_siw
 has perftest-rxe && phase_perftest_rxe
 has bench && phase_bench
 has capture && phase_capture
 has rocecm && phase_rocecm
+has rdmacm && phase_rdmacm
 
 echo "SUMMARY failed=$fails"
 [ $fails = 0 ]
