@@ -138,8 +138,14 @@ type Conn struct {
 
 	recvWR  []verbs.RecvWR
 	recvSGE []verbs.SGE
-	sendWR  [2]verbs.SendWR
-	sendSGE [3]verbs.SGE // data (two at the ring's wrap), then the message word
+	// The send batch: what one pass queues (data messages, a control
+	// message, credits) is posted in one PostSend (postLocked), so that a
+	// transport that writes its socket as it is posted (iwarp, roce)
+	// writes a pass's messages in one system call instead of one each.
+	// Work request i's SGL lies in batchSGE[2i:2i+2]. Both are sized for
+	// the whole send queue, which no batch exceeds, and owned by mu.
+	batch    []verbs.SendWR
+	batchSGE []verbs.SGE
 }
 
 // opError wraps err as net.Conn errors are wrapped.
@@ -305,6 +311,12 @@ func (c *Conn) writeErrLocked() error {
 // flushLocked posts the pending bytes as far as the peer's credits, its
 // ring and the send queue allow, then a control message waiting behind them.
 func (c *Conn) flushLocked() {
+	c.queueDataLocked()
+	c.postLocked()
+}
+
+// queueDataLocked queues flushLocked's messages in the send batch.
+func (c *Conn) queueDataLocked() {
 	need := 1
 	if c.msgSend {
 		need = 2
@@ -320,17 +332,13 @@ func (c *Conn) flushLocked() {
 			return
 		}
 		k := min(c.pending, maxTransfer, int(c.tgt[1]))
-		sgl := c.sendSGE[:1]
+		sgl := c.sgeLocked(1)
 		sgl[0] = c.smr.SGE(c.sbufSent, min(k, c.sbufSize-c.sbufSent))
 		if int(sgl[0].Length) < k {
-			sgl = c.sendSGE[:2]
+			sgl = sgl[:2]
 			sgl[1] = c.smr.SGE(0, k-int(sgl[0].Length))
 		}
-		msg := mkMsg(opData, uint32(k))
-		if err := c.postWriteMsgLocked(sgl, msg, verbs.RemoteAddr{Addr: c.tgt[0], RKey: c.tgtKey}); err != nil {
-			c.failLocked(err)
-			return
-		}
+		c.queueWriteMsgLocked(sgl, mkMsg(opData, uint32(k)), verbs.RemoteAddr{Addr: c.tgt[0], RKey: c.tgtKey})
 		c.sseqNo++
 		c.sqeAvail -= need
 		c.pending -= k
@@ -344,9 +352,7 @@ func (c *Conn) flushLocked() {
 	}
 	if c.pending == 0 && c.wantCtrl >= 0 && !c.dead && c.err == nil && !c.peerGone && c.ctrlSeq != c.ctrlMax {
 		c.ctrlSeq++
-		if err := c.postMsgLocked(mkMsg(opCtrl, uint32(c.wantCtrl))); err != nil {
-			c.failLocked(err)
-		}
+		c.queueMsgLocked(mkMsg(opCtrl, uint32(c.wantCtrl)))
 		c.wantCtrl = -1
 	}
 }
@@ -387,40 +393,59 @@ func (c *Conn) nextTargetLocked() bool {
 	return true
 }
 
-// postWriteMsgLocked posts a WRITE of sgl to remote that carries msg: as
-// its immediate, or in SEND mode followed by a SEND of msg.
-func (c *Conn) postWriteMsgLocked(sgl []verbs.SGE, msg uint32, remote verbs.RemoteAddr) error {
-	if !c.msgSend {
-		c.sendWR[0] = verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWriteWithImm, SGL: sgl, Imm: msg, Remote: remote}
-		return c.qp.PostSend(c.sendWR[:1])
-	}
-	c.sendWR[0] = verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWrite, SGL: sgl, Remote: remote}
-	c.sendWR[1] = verbs.SendWR{ID: wrMsgSend | uint64(mkMsg(msgOp(msg), 0)), Opcode: verbs.OpSend,
-		SGL: c.msgSGELocked(msg, c.sendSGE[2:3])}
-	return c.qp.PostSend(c.sendWR[:2])
+// sgeLocked returns an SGL of n (1 or 2) entries for the next work
+// request of the batch; it may be resliced up to 2.
+func (c *Conn) sgeLocked(n int) []verbs.SGE {
+	i := 2 * len(c.batch)
+	return c.batchSGE[i : i+n : i+2]
 }
 
-// postMsgLocked posts msg alone: a zero-length WRITE WITH IMMEDIATE, or a
+// queueWriteMsgLocked queues a WRITE of sgl (from sgeLocked) to remote that
+// carries msg: as its immediate, or in SEND mode followed by a SEND of msg.
+func (c *Conn) queueWriteMsgLocked(sgl []verbs.SGE, msg uint32, remote verbs.RemoteAddr) {
+	if !c.msgSend {
+		c.batch = append(c.batch, verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWriteWithImm, SGL: sgl, Imm: msg, Remote: remote})
+		return
+	}
+	c.batch = append(c.batch, verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWrite, SGL: sgl, Remote: remote})
+	c.batch = append(c.batch, verbs.SendWR{ID: wrMsgSend | uint64(mkMsg(msgOp(msg), 0)), Opcode: verbs.OpSend,
+		SGL: c.msgSGELocked(msg)})
+}
+
+// queueMsgLocked queues msg alone: a zero-length WRITE WITH IMMEDIATE, or a
 // SEND of the word.
-func (c *Conn) postMsgLocked(msg uint32) error {
+func (c *Conn) queueMsgLocked(msg uint32) {
 	if !c.msgSend {
 		// A zero-length WRITE touches no memory; it names the peer's
 		// target SGL so that no transport finds a bad key in it.
-		c.sendWR[0] = verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWriteWithImm, Imm: msg,
-			Remote: c.peerSGL.At(0)}
-	} else {
-		c.sendWR[0] = verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpSend,
-			SGL: c.msgSGELocked(msg, c.sendSGE[2:3])}
+		c.batch = append(c.batch, verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpWriteWithImm, Imm: msg,
+			Remote: c.peerSGL.At(0)})
+		return
 	}
-	return c.qp.PostSend(c.sendWR[:1])
+	c.batch = append(c.batch, verbs.SendWR{ID: uint64(msg), Opcode: verbs.OpSend, SGL: c.msgSGELocked(msg)})
+}
+
+// postLocked posts the send batch. The accounting of what it holds was
+// done as it was queued; a failed post fails the stream.
+func (c *Conn) postLocked() {
+	if len(c.batch) == 0 {
+		return
+	}
+	err := c.qp.PostSend(c.batch)
+	clear(c.batch) // drop the SGLs' references until the next pass
+	c.batch = c.batch[:0]
+	if err != nil {
+		c.failLocked(err)
+	}
 }
 
 // msgSGELocked writes msg into the next control slot, in the peer's byte
 // order (rsocket reads the word as a host integer), and returns an SGL
-// naming it in sge.
-func (c *Conn) msgSGELocked(msg uint32, sge []verbs.SGE) []verbs.SGE {
+// naming it for the next work request of the batch.
+func (c *Conn) msgSGELocked(msg uint32) []verbs.SGE {
 	off := c.ctrlSlotLocked()
 	c.order().PutUint32(c.sbuf[off:], msg)
+	sge := c.sgeLocked(1)
 	sge[0] = c.smr.SGE(off, msgSize)
 	return sge
 }
@@ -445,6 +470,12 @@ func (c *Conn) order() binary.ByteOrder {
 // half the ring is free or half the credits are used, as rsocket's
 // receiver does.
 func (c *Conn) creditsLocked() {
+	c.queueCreditsLocked()
+	c.postLocked()
+}
+
+// queueCreditsLocked queues creditsLocked's message in the send batch.
+func (c *Conn) queueCreditsLocked() {
 	if c.dead || c.err != nil || c.peerGone || !c.established {
 		return
 	}
@@ -459,9 +490,7 @@ func (c *Conn) creditsLocked() {
 	c.rseqComp = c.rseqNo + uint16(c.rqSize/2)
 	msg := mkMsg(opSGL, uint32(c.rseqNo+uint16(c.rqSize)))
 	if c.rbufAvail < c.half {
-		if err := c.postMsgLocked(msg); err != nil {
-			c.failLocked(err)
-		}
+		c.queueMsgLocked(msg)
 		return
 	}
 	if c.msgSend {
@@ -469,12 +498,9 @@ func (c *Conn) creditsLocked() {
 	}
 	off := c.ctrlSlotLocked()
 	putSGE(c.sbuf[off:], verbs.RemoteBuf{Addr: c.rmr.Addr() + uint64(c.rbufFree), RKey: c.rmr.RKey(), Len: uint64(c.half)}, c.order())
-	c.sendSGE[0] = c.smr.SGE(off, sgeLen)
-	dst := c.peerSGL.At(uint64(c.remoteSGE * sgeLen))
-	if err := c.postWriteMsgLocked(c.sendSGE[:1], msg, dst); err != nil {
-		c.failLocked(err)
-		return
-	}
+	sgl := c.sgeLocked(1)
+	sgl[0] = c.smr.SGE(off, sgeLen)
+	c.queueWriteMsgLocked(sgl, msg, c.peerSGL.At(uint64(c.remoteSGE*sgeLen)))
 	c.rbufAvail -= c.half
 	c.rbufFree = (c.rbufFree + c.half) % c.rbufSize
 	c.remoteSGE = (c.remoteSGE + 1) % int(c.peerSGL.Len)
@@ -512,8 +538,9 @@ func (c *Conn) poll(ctx context.Context) {
 			c.completeLocked(&wc[i])
 		}
 		c.repostLocked()
-		c.flushLocked()
-		c.creditsLocked()
+		c.queueDataLocked()
+		c.queueCreditsLocked()
+		c.postLocked()
 		if c.closed {
 			c.idleLocked()
 		}

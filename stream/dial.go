@@ -16,10 +16,16 @@ import (
 // defaults. Both sides choose their own sizes: each tells the other in the
 // connection's private data.
 type Config struct {
-	// ReadBuffer is the receive ring's size in bytes (default 128 KiB,
-	// rsocket's mem default); it is handed to the peer in halves.
+	// ReadBuffer is the receive ring's size in bytes (default 1 MiB); it
+	// is handed to the peer in halves. rsocket's default is 128 KiB, but
+	// with two halves a sender then has at most 64 KiB ahead of the
+	// reader: over iwarp that held a stream to 0.3–0.5× the transport's
+	// raw WRITE bandwidth, and 1 MiB brought it to 0.8–0.9× (BENCHMARKS.md
+	// §9). The size is each side's own, declared in the connection data,
+	// so any size talks to rsocket.
 	ReadBuffer int
-	// WriteBuffer is the send ring's size in bytes (default 128 KiB).
+	// WriteBuffer is the send ring's size in bytes (default 1 MiB): how
+	// much a Write may copy ahead of what the peer has taken.
 	WriteBuffer int
 	// QueueDepth is the number of send and receive work requests (default
 	// 384, rsocket's sqsize and rqsize): the receive depth is the credit
@@ -39,7 +45,7 @@ type Config struct {
 }
 
 const (
-	defaultBuffer    = 128 << 10
+	defaultBuffer    = 1 << 20
 	defaultDepth     = 384
 	minDepth         = 16     // RS_QP_MIN_SIZE
 	maxDepth         = 0xfffe // RS_QP_MAX_SIZE
@@ -281,6 +287,8 @@ func (cfg *Config) newConn(dev *verbs.Device) (c *Conn, err error) {
 	c.rmsg = make([]uint32, c.nRecv+1)
 	c.recvWR = make([]verbs.RecvWR, 64)
 	c.recvSGE = make([]verbs.SGE, 64)
+	c.batch = make([]verbs.SendWR, 0, c.sqSize)
+	c.batchSGE = make([]verbs.SGE, 2*c.sqSize)
 	c.rbufFree, c.rbufAvail = c.half, c.half // the first half goes in the private data
 	c.rseqComp = uint16(c.rqSize / 2)
 	c.ctrlMax = ctrlDepth

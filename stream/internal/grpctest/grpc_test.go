@@ -92,7 +92,7 @@ func TestEcho(t *testing.T) {
 			cc := serve(t, i)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			for _, n := range []int{0, 1, 64, 4096, 300 << 10} {
+			for _, n := range []int{0, 1, 64, 4096, 1200 << 10} {
 				req := bytes.Repeat([]byte{byte(n)}, n)
 				for j := range req {
 					req[j] += byte(j)
