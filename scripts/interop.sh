@@ -12,9 +12,10 @@
 # Usage: scripts/interop.sh [--quick] [--phases "rping pingpong ..."]
 #                           [--out DIR] [--timeout S] [--lab DIR]
 #   --quick        fewer iterations and sizes (env QUICK=1)
-#   --phases P     a subset of: rping pingpong ud perftest-siw perftest-rxe bench
+#   --phases P     a subset of: rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
 #                  capture rstream rocecm rdmacm rdmacore (env PHASES; default
-#                  all). ud: ibv_ud_pingpong; rdmacm: ucmatose and
+#                  all). ud: ibv_ud_pingpong; perftest-rxe-cm: perftest -R
+#                  over rxe (IB CM); rdmacm: ucmatose and
 #                  rdma_server/rdma_client over the IB CM. rdmacore runs
 #                  the conformance suite over rxe0 and siw0 through the
 #                  rdma-core backend (a cgo test binary, -tags rdmacore; its
@@ -36,7 +37,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=${QUICK:-0}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe bench capture rstream rocecm rdmacm rdmacore}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm rdmacore}
 OUT=
 TIMEOUT=
 LAB=${GOVERBS_LAB:-$ROOT/../shared/lab}

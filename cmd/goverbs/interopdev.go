@@ -37,6 +37,9 @@ func (f *iwarpFlags) open(stderr io.Writer) (*verbs.Device, error) {
 type roceFlags struct {
 	local string
 	mtu   int
+	// cmIB connects through the IB CM on QP1 (roce.CMIB), for rdma_cm
+	// peers; set by the command, not a flag.
+	cmIB bool
 }
 
 func (f *roceFlags) register(fs *flag.FlagSet) {
@@ -55,8 +58,11 @@ func (f *roceFlags) open(peer string) (*verbs.Device, [16]byte, error) {
 		return nil, gid, err
 	}
 	gid = ip.As16()
-	dev, err := verbs.Open(roce.New(roce.Options{Addr: ip.String(), PathMTU: verbs.MTU(f.mtu),
-		ICRC: roce.ICRCIgnoreIPv4, AnyPeerPort: true}))
+	o := roce.Options{Addr: ip.String(), PathMTU: verbs.MTU(f.mtu), ICRC: roce.ICRCIgnoreIPv4, AnyPeerPort: true}
+	if f.cmIB {
+		o.CM = roce.CMIB
+	}
+	dev, err := verbs.Open(roce.New(o))
 	return dev, gid, err
 }
 

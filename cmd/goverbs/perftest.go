@@ -30,6 +30,10 @@ and iterations: perftest does not exchange them.
                      its IPv4 GID).
   --transport iwarp  against perftest on siw with -R: the exchange and the
                      data connection go through the connection manager (MPA).
+  --transport roce --rdma-cm yes
+                     against perftest on rxe with -R: both connections go
+                     through the InfiniBand CM on QP1 (roce.CMIB), as
+                     rdma_cm does over RoCE.
 
 Latency is reported as perftest does (RTT/2 for write and send, the full
 READ), bandwidth as measured by the client; a bandwidth server prints the
@@ -153,6 +157,7 @@ func (f *perftestFlags) open(peerHost string, stderr io.Writer) (*verbs.Device, 
 	if f.roce.local == "" && f.listen != "" {
 		f.roce.local, _ = splitHostPort(f.listen)
 	}
+	f.roce.cmIB = f.cfg.CM
 	dev, gid, err := f.roce.open(peerHost)
 	f.cfg.GID, f.cfg.MTU = gid, verbs.MTU(f.roce.mtu)
 	return dev, err

@@ -5,7 +5,7 @@
 #
 # Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
 # LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
-# space-separated subset of "rping pingpong ud perftest-siw perftest-rxe bench
+# space-separated subset of "rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
 # capture rstream rocecm rdmacm"), QUICK=1 (fewer iterations).
 #
 # Output: one line per matrix entry on stdout, tab-separated:
@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe bench capture rstream rocecm rdmacm}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -178,6 +178,23 @@ perftest_entry() {
         -- $NS $G bench --perftest $goargs --test $t --size $size --iters $n --listen $gip \
         -- ib_$t $tool -F -s $size -n $n $gip
 }
+# perftest -R over rxe (issue 14): both of perftest's connections (the
+# comm channel, then the data QP) through rdma_cm, which over RoCE is the
+# IB CM on QP1; goverbs bench --perftest --rdma-cm yes connects its roce
+# device through its own IB CM (roce.CMIB). perftest -R listens through
+# rdma_cm, not on a TCP port: its server gets 3 s.
+phase_perftest_rxe_cm() {
+    local t size n check="protocol (perftest moves random data)"
+    for t in write_lat read_lat write_bw send_bw; do
+        case $t in *_lat) size=8; n=$(iters 1000 50) ;; *) size=65536; n=$(iters 500 20) ;; esac
+        entry goverbs-rxe "goverbs -> ib_$t -R" "ib_$t -R (IB CM)" $size $n "$check" "rdma_cm up" \
+            -- sh -c "(sleep 3; echo rdma_cm up) & exec ib_$t -d rxe0 -R -F -s $size -n $n" \
+            -- $NS $G bench --perftest --transport roce --rdma-cm yes --test $t --size $size --iters $n --connect $X
+        entry goverbs-rxe "ib_$t -R -> goverbs" "ib_$t -R (IB CM)" $size $n "$check" "listening" \
+            -- $NS $G bench --perftest --transport roce --rdma-cm yes --test $t --size $size --iters $n --listen $XP \
+            -- ib_$t -d rxe0 -R -F -s $size -n $n $XP
+    done
+}
 phase_perftest_siw() { perftest_both goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP; }
 phase_perftest_rxe() { perftest_both goverbs-rxe "-d rxe0 -x 1" "--transport roce" $X $XP; }
 
@@ -318,6 +335,7 @@ has pingpong && phase_pingpong
 has ud && phase_ud
 has perftest-siw && phase_perftest_siw
 has perftest-rxe && phase_perftest_rxe
+has perftest-rxe-cm && phase_perftest_rxe_cm
 has bench && phase_bench
 has capture && phase_capture
 has rocecm && phase_rocecm
