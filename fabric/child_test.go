@@ -3,16 +3,14 @@
 package fabric_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/fabric"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -31,70 +29,41 @@ const (
 
 // child is a running child process and what it announced.
 type child struct {
-	cmd    *exec.Cmd
+	*testkit.Child
 	addr   string          // where it listens
 	remote verbs.RemoteBuf // a region of it, when it has one
 	line   []string        // the rest of its announcement
-	done   chan struct{}
 }
 
 // startChild starts the test binary as a child of the given mode with the
 // device spec and waits for its announcement line.
 func startChild(t testing.TB, mode, spec string, args ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, childSpecEnv+"="+spec, "GOVERBS_FABRIC_CHILD_ARGS="+strings.Join(args, " "))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	noErr(t, err)
-	noErr(t, cmd.Start())
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(c.done) }()
-	t.Cleanup(c.kill)
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		f := strings.Fields(s)
-		if len(f) < 1 {
-			t.Fatalf("child %s announced %q", mode, s)
-		}
-		c.addr, c.line = f[0], f[1:]
-		if len(f) >= 4 {
-			fmt.Sscan(f[1], &c.remote.Addr)
-			fmt.Sscan(f[2], &c.remote.Len)
-			fmt.Sscan(f[3], &c.remote.RKey)
-		}
-	case <-time.After(10 * time.Second):
+	cmd := testkit.ChildCommand(context.Background(), childEnv, mode,
+		childSpecEnv+"="+spec, "GOVERBS_FABRIC_CHILD_ARGS="+strings.Join(args, " "))
+	c := &child{Child: testkit.StartChild(t, cmd, false)}
+	f := strings.Fields(c.Expect(t, ""))
+	if len(f) < 1 {
 		t.Fatalf("child %s announced nothing", mode)
+	}
+	c.addr, c.line = f[0], f[1:]
+	if len(f) >= 4 {
+		fmt.Sscan(f[1], &c.remote.Addr)
+		fmt.Sscan(f[2], &c.remote.Len)
+		fmt.Sscan(f[3], &c.remote.RKey)
 	}
 	return c
 }
 
-// kill ends the child with SIGKILL, as a crash would.
-func (c *child) kill() {
-	c.cmd.Process.Kill()
-	<-c.done
-}
-
-// maybeServeChild runs the child's part and exits if this process is one.
-func maybeServeChild() {
-	mode := os.Getenv(childEnv)
-	if mode == "" {
-		return
-	}
+// serveChild is the child's part (see testkit.ServeChild).
+func serveChild(mode string) error {
 	p, err := fabric.New(os.Getenv(childSpecEnv))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(3)
+		return err
 	}
 	d, err := verbs.Open(p)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(3)
+		return err
 	}
 	switch mode {
 	case childVictim:
@@ -102,8 +71,7 @@ func maybeServeChild() {
 	case childPingPong:
 		servePingPong(d, strings.Fields(os.Getenv("GOVERBS_FABRIC_CHILD_ARGS")))
 	}
-	d.Close()
-	os.Exit(0)
+	return d.Close()
 }
 
 // serveVictim accepts one connection with a QP that posts no receive,

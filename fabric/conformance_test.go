@@ -11,11 +11,12 @@ import (
 	"github.com/goverbs/goverbs/fabric"
 	"github.com/goverbs/goverbs/internal/conformance"
 	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
 func TestMain(m *testing.M) {
-	maybeServeChild()
+	testkit.ServeChild(childEnv, serveChild)
 	leakcheck.Main(m)
 }
 

@@ -464,7 +464,7 @@ func testPeerDeath(t *testing.T, prov string) {
 	noErr(t, qp.PostRecv([]verbs.RecvWR{{ID: 200, SGL: []verbs.SGE{src.SGE(0, 8)}}, {ID: 201, SGL: []verbs.SGE{src.SGE(8, 8)}}}))
 	noErr(t, qp.PostSend(wrs))
 	start := time.Now()
-	victim.kill()
+	victim.Kill()
 	got, err := conformance.PollN(cq, len(wrs)+2, conformance.Timeout)
 	noErr(t, err)
 	if len(got) != len(wrs)+2 {

@@ -163,7 +163,7 @@ func servePingPong(d *verbs.Device, args []string) {
 func goPingPong(tb testing.TB, spec string, size, iters int) time.Duration {
 	tb.Helper()
 	srv := startChild(tb, childPingPong, spec, strconv.Itoa(size))
-	defer srv.kill()
+	defer srv.Kill()
 	d := must(verbs.Open(openProvider(tb, spec)))(tb)
 	defer d.Close()
 	p := must(newPingPonger(d, size))(tb)

@@ -34,20 +34,20 @@ func BenchmarkWriteLatency(b *testing.B) {
 	pdata, _ := mine.Remote().MarshalBinary()
 	must(req.Accept(b.Context(), s.qp, verbs.ConnParam{PrivateData: pdata}))(b)
 	waitCounter(b, s.qp, "regions_imported", 1)
-	c.expect(b, "READY")
+	c.Expect(b, "READY")
 	flag, raw := word(mine.Bytes()), word(s.p.ImportMappings()[0])
 	w := writer8(s.qp, s.cq, src, theirs)
 	viaVerbs := stats.NewRecorder(1<<20, stats.RoundTrip)
 	viaStores := stats.NewRecorder(1<<20, stats.RoundTrip)
 	base := uint64(0)
 	for b.Loop() {
-		c.say(b, "raw %d %d", pings, base)
+		c.Say(b, "raw %d %d", pings, base)
 		pingRaw(flag, raw, base, pings, viaStores)
-		c.expect(b, "DONE")
+		c.Expect(b, "DONE")
 		base += pings
-		c.say(b, "verbs %d %d", pings, base)
+		c.Say(b, "verbs %d %d", pings, base)
 		pingVerbs(flag, w, base, pings, viaVerbs)
-		c.expect(b, "DONE")
+		c.Expect(b, "DONE")
 		base += pings
 	}
 	v, r := viaVerbs.Summary(), viaStores.Summary()

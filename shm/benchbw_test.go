@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
@@ -23,7 +24,7 @@ import (
 // benchmarks.
 type sink struct {
 	*side
-	c      *child
+	c      *testkit.Child
 	remote verbs.RemoteBuf
 	mapped []byte // our mapping of the child's region
 	local  *verbs.MR
@@ -35,7 +36,7 @@ type sink struct {
 func newSink(b *testing.B) *sink {
 	sock := filepath.Join(b.TempDir(), "s")
 	c := startChild(b, "sink", sockEnv+"="+sock)
-	c.expect(b, "READY")
+	c.Expect(b, "READY")
 	s := &sink{side: newSide(b, shm.Options{}), c: c}
 	info := must(s.dev.Dial(b.Context(), sock, s.qp, verbs.ConnParam{}))(b)
 	must(0, s.remote.UnmarshalBinary(info.PrivateData))(b)
@@ -191,7 +192,7 @@ func sizeName(n int) string {
 // counts. Reported: medians and the worst round.
 func BenchmarkTargetCPU(b *testing.B) {
 	s := newSink(b)
-	pid := s.c.cmd.Process.Pid
+	pid := s.c.Cmd.Process.Pid
 	const n, total = 1 << 20, 10 << 30
 	var ratios, targets, initiators []float64
 	for b.Loop() {

@@ -48,25 +48,25 @@ func sendLatency(b *testing.B, mode shm.Notify) {
 	pdata, _ := mine.Remote().MarshalBinary()
 	must(req.Accept(b.Context(), s.qp, verbs.ConnParam{PrivateData: pdata}))(b)
 	waitCounter(b, s.qp, "regions_imported", 1)
-	c.expect(b, "READY")
+	c.Expect(b, "READY")
 	flag, raw := word(mine.Bytes()), word(s.p.ImportMappings()[0])
 	p := newSendPinger(b, s.pd, s.qp, s.cq)
 	viaSend := stats.NewRecorder(1<<20, stats.RoundTrip)
 	viaStores := stats.NewRecorder(1<<20, stats.RoundTrip)
 	base := uint64(0)
 	for b.Loop() {
-		c.say(b, "raw %d %d", pings, base)
+		c.Say(b, "raw %d %d", pings, base)
 		pingRaw(flag, raw, base, pings, viaStores)
-		c.expect(b, "DONE")
+		c.Expect(b, "DONE")
 		base += pings
-		c.say(b, "send %d %d", pings, base)
+		c.Say(b, "send %d %d", pings, base)
 		t := stats.Mono()
 		for range pings {
 			p.send()
 			p.await()
 			t = viaSend.RecordSince(t)
 		}
-		c.expect(b, "DONE")
+		c.Expect(b, "DONE")
 		base += pings
 	}
 	v, r := viaSend.Summary(), viaStores.Summary()

@@ -32,21 +32,21 @@ func TestReadOnlyRegionFaultsHostileWriter(t *testing.T) {
 	defer ln.Close()
 	c := startChild(t, "ro-writer", sockEnv+"="+sock, "GOVERBS_SHM_RO_SIZE="+strconv.Itoa(size))
 	acceptOne(t, ln, s.qp)
-	if got := c.expect(t, "MPROTECT"); !strings.Contains(got, "permission denied") {
+	if got := c.Expect(t, "MPROTECT"); !strings.Contains(got, "permission denied") {
 		t.Errorf("mprotect(PROT_WRITE) of the mapping: %s, want EACCES", got)
 	}
-	if got := c.expect(t, "REOPEN MMAP"); !strings.Contains(got, "operation not permitted") {
+	if got := c.Expect(t, "REOPEN MMAP"); !strings.Contains(got, "operation not permitted") {
 		t.Errorf("writable mmap of our memfd reopened through /proc: %s, want EPERM (F_SEAL_FUTURE_WRITE)", got)
 	}
-	if got := c.expect(t, "REOPEN WRITE"); !strings.Contains(got, "operation not permitted") {
+	if got := c.Expect(t, "REOPEN WRITE"); !strings.Contains(got, "operation not permitted") {
 		t.Errorf("pwrite to our memfd reopened through /proc: %s, want EPERM", got)
 	}
-	if got := c.expect(t, "READ"); got != `"read only"` {
+	if got := c.Expect(t, "READ"); got != `"read only"` {
 		t.Errorf("child reads %s through its mapping", got)
 	}
-	addr := c.expect(t, "ADDR")
-	err := c.wait()
-	out := c.out.String()
+	addr := c.Expect(t, "ADDR")
+	err := c.Wait()
+	out := c.Output()
 	var ee *exec.ExitError
 	switch {
 	case !errors.As(err, &ee) || strings.Contains(out, "WRITE SUCCEEDED"):

@@ -20,7 +20,7 @@ import (
 func TestPeerKilled(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s")
 	c := startChild(t, "target", sockEnv+"="+sock)
-	c.expect(t, "READY")
+	c.Expect(t, "READY")
 	a := newSide(t, shm.Options{})
 	info := must(a.dev.Dial(t.Context(), sock, a.qp, verbs.ConnParam{}))(t)
 	var direct, owned verbs.RemoteBuf
@@ -41,7 +41,7 @@ func TestPeerKilled(t *testing.T) {
 			posted++
 		}
 		if killedAt.IsZero() && posted > 2000 {
-			c.cmd.Process.Kill()
+			c.Cmd.Process.Kill()
 			killedAt = time.Now()
 		}
 		n, _ := a.cq.Poll(wcs)

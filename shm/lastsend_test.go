@@ -85,19 +85,19 @@ func lastSendServerExits(t *testing.T, burst, size int) {
 	for i := range n {
 		sock := filepath.Join(t.TempDir(), "s")
 		c := startChild(t, "last-recv", sockEnv+"="+sock, recvsEnv+"="+strconv.Itoa(burst))
-		c.expect(t, "READY")
+		c.Expect(t, "READY")
 		cq := must(a.dev.CreateCQ(2 * burst))(t)
 		qp := must(a.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap}))(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		must(a.dev.Dial(ctx, sock, qp, verbs.ConnParam{}))(t)
 		cancel()
-		c.expect(t, "POSTED")
+		c.Expect(t, "POSTED")
 		post(t, qp, wrs...)
 		wcs := poll(t, cq, burst)
-		c.wait()
-		seen := c.cmd.ProcessState.ExitCode() - 10
+		c.Wait()
+		seen := c.Cmd.ProcessState.ExitCode() - 10
 		if seen < 1 || seen > burst {
-			t.Fatalf("try %d: the server exited with %v:\n%s", i, c.cmd.ProcessState, c.out.String())
+			t.Fatalf("try %d: the server exited with %v:\n%s", i, c.Cmd.ProcessState, c.Output())
 		}
 		for _, wc := range wcs[:seen] {
 			if wc.Status != verbs.StatusSuccess {

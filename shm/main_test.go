@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		dev, err := openDevice("shm-peer")
 		return dev, "", err
 	}, opts...)
-	runChildRole()
+	testkit.ServeRoles(childEnv, childRoles)
 	testkit.ServeExitPeer(func() (*verbs.Device, error) { return openDevice("shm-exit-peer") })
 	if os.Getenv("GOVERBS_SHM_NO_LEAKCHECK") != "" {
 		os.Exit(m.Run())

@@ -147,9 +147,9 @@ func TestDeregisterStalledReader(t *testing.T) {
 	defer cancel()
 	req := must(ln.Accept(ctx))(t)
 	must(req.Accept(ctx, s.qp, verbs.ConnParam{PrivateData: pdata}))(t)
-	c.expect(t, "STARTED") // its first READ response arrived: we accepted the READ
-	must(0, c.cmd.Process.Signal(syscall.SIGSTOP))(t)
-	defer c.cmd.Process.Signal(syscall.SIGCONT)
+	c.Expect(t, "STARTED") // its first READ response arrived: we accepted the READ
+	must(0, c.Cmd.Process.Signal(syscall.SIGSTOP))(t)
+	defer c.Cmd.Process.Signal(syscall.SIGCONT)
 	start := time.Now()
 	must(0, src.Deregister())(t)
 	took := time.Since(start)

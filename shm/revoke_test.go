@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
@@ -30,7 +31,7 @@ func TestDeregisterRevokes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go acceptLoop(ctx, s, ln, &offer)
-	var c *child
+	var c *testkit.Child
 	for round := range 5 {
 		r := must(mem.Alloc(64<<10, mem.Prefault))(t)
 		mr := must(s.pd.RegisterMemory(r, verbs.AccessLocalWrite|verbs.AccessRemoteWrite))(t)
@@ -38,7 +39,7 @@ func TestDeregisterRevokes(t *testing.T) {
 		offer.Store(&rb)
 		if c == nil {
 			c = startChild(t, "hammer", sockEnv+"="+sock)
-			c.expect(t, "WRITING")
+			c.Expect(t, "WRITING")
 		}
 		waitChanged(t, r.Bytes())
 		time.Sleep(5 * time.Millisecond)
@@ -48,7 +49,7 @@ func TestDeregisterRevokes(t *testing.T) {
 		}
 		took := time.Since(start)
 		snap := bytes.Clone(r.Bytes())
-		c.expect(t, "FAILED") // the child's next WRITE with the old key fails
+		c.Expect(t, "FAILED") // the child's next WRITE with the old key fails
 		t.Logf("round %d: Deregister took %v; the child's WRITE failed %v later", round, took, time.Since(start)-took)
 		time.Sleep(50 * time.Millisecond)
 		if !bytes.Equal(snap, r.Bytes()) {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -17,16 +17,12 @@ import (
 const childEnv = "GOVERBS_HOSTS_CHILD"
 
 func TestMain(m *testing.M) {
-	if v := os.Getenv(childEnv); v != "" {
+	testkit.ServeChild(childEnv, func(v string) error {
 		var o options
 		fmt.Sscan(v, &o.transport, &o.listen)
 		o.start, o.serveFor, o.size = time.Now(), 30*time.Second, 64<<10
-		if err := run(o); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+		return run(o)
+	})
 	os.Exit(m.Run())
 }
 
@@ -48,8 +44,7 @@ func peerKilled(t *testing.T, tp string) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // the child listens there; a clash fails the dial below
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+tp+" "+addr)
+	child := testkit.ChildCommand(context.Background(), childEnv, tp+" "+addr)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/testkit"
 )
 
 // argsEnv makes the test binary run main with these arguments instead of
@@ -16,19 +18,17 @@ import (
 const argsEnv = "REMOTEBUF_TEST_ARGS"
 
 func TestMain(m *testing.M) {
-	if args := os.Getenv(argsEnv); args != "" {
+	testkit.ServeChild(argsEnv, func(args string) error {
 		os.Args = append([]string{"remotebuf"}, strings.Fields(args)...)
 		main()
-		os.Exit(0)
-	}
+		return nil
+	})
 	os.Exit(m.Run())
 }
 
 // command returns the example as a child process with args.
 func command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), argsEnv+"="+strings.Join(args, " "))
-	return cmd
+	return testkit.ChildCommand(ctx, argsEnv, strings.Join(args, " "))
 }
 
 // TestTwoProcesses runs the server and the client as two processes over

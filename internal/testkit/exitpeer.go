@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,14 +39,8 @@ const TriesEnv = "GOVERBS_LASTSEND_EXIT_TRIES"
 // exits at once, closing neither QP nor device, with status 0 if the
 // message arrived.
 func ServeExitPeer(open func() (*verbs.Device, error)) {
-	if os.Getenv(exitPeerEnv) == "" {
-		return
-	}
-	if err := serveExitPeer(open); err != nil {
-		fmt.Fprintln(os.Stderr, "exit peer:", err)
-		os.Exit(3)
-	}
-	os.Exit(0) // no Close of anything: the process just ends
+	// No Close of anything: the process just ends.
+	ServeChild(exitPeerEnv, func(string) error { return serveExitPeer(open) })
 }
 
 func serveExitPeer(open func() (*verbs.Device, error)) error {
@@ -139,10 +132,7 @@ func LastSendBeforeExit(t *testing.T, a *verbs.Device, tries int) {
 func lastSendToExitingPeer(t *testing.T, a *verbs.Device, try int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	// Under the race detector a process sleeps a second at exit
-	// (atexit_sleep_ms) unless told not to.
-	cmd.Env = append(os.Environ(), exitPeerEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	cmd := ChildCommand(ctx, exitPeerEnv, "1")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
