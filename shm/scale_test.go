@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -13,26 +14,9 @@ import (
 // TestScale connects many QPs in one process (both ends here), makes each
 // exchange a SEND each way and four more, and holds the idle cost of a QP
 // to the bounds docs/scale.md gives. CI runs 500 connections;
-// GOVERBS_SCALE_QPS=5000 gives the 10,000 QPs.
+// GOVERBS_SCALE_QPS=5000 gives the 10,000 QPs. A connection's two
+// ends take up to 12 descriptors (sockets, segments, doorbells).
 func TestScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scale test skipped in -short mode")
-	}
-	n := conformance.ScaleConns(500)
-	conformance.RaiseNoFile(t, uint64(12*n+1024))
-	open := func() *verbs.Device {
-		d, err := verbs.Open(shm.New(shm.Options{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	a, b := open(), open()
-	f := conformance.RunScale(t, a, b, conformance.ScaleOpts{Conns: n, Addr: "", Dialers: 16, Msgs: 4, RecvPerQP: 8})
-	t.Logf("%s: %v", b.Caps().Transport, f)
-	if f.HeapPerQP > 98304 || f.GoroutinesPerQP > 3.1 || f.FDsPerQP > 5.1 {
-		t.Errorf("an idle QP costs %.0f heap bytes, %.2f goroutines, %.2f fds: above the bounds of docs/scale.md (%d, %v, %v)",
-			f.HeapPerQP, f.GoroutinesPerQP, f.FDsPerQP, 98304, 3.1, 5.1)
-	}
+	open := func() *verbs.Device { return testkit.Open(t, shm.New(shm.Options{})) }
+	conformance.ScaleTest(t, open, 500, 12, "", conformance.ScaleBounds{HeapPerQP: 98304, GoroutinesPerQP: 3.1, FDsPerQP: 5.1})
 }

@@ -377,3 +377,59 @@ func RunScale(t *testing.T, a, b *verbs.Device, o ScaleOpts) ScaleFigures {
 	}
 	return f
 }
+
+// ScaleBounds are the most an idle QP may cost, as docs/scale.md gives
+// them for a transport.
+type ScaleBounds struct {
+	HeapPerQP       float64 // bytes
+	GoroutinesPerQP float64
+	FDsPerQP        float64
+}
+
+// ScaleTest is a transport's whole TestScale: conns connections in one
+// process (both ends on devices open gives; GOVERBS_SCALE_QPS overrides
+// conns), each exchanging a SEND each way and four more, the idle cost of
+// a QP held to within. fdsPerConn is what a connection's two ends take in
+// descriptors, for RaiseNoFile; addr is what B listens on.
+func ScaleTest(t *testing.T, open func() *verbs.Device, conns int, fdsPerConn uint64, addr string, within ScaleBounds) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("scale test skipped in -short mode")
+	}
+	n := ScaleConns(conns)
+	RaiseNoFile(t, fdsPerConn*uint64(n)+1024)
+	a, b := open(), open()
+	f := RunScale(t, a, b, ScaleOpts{Conns: n, Addr: addr, Dialers: 16, Msgs: 4, RecvPerQP: 8})
+	t.Logf("%s: %v", b.Caps().Transport, f)
+	if f.HeapPerQP > within.HeapPerQP || f.GoroutinesPerQP > within.GoroutinesPerQP || f.FDsPerQP > within.FDsPerQP {
+		t.Errorf("an idle QP costs %.0f heap bytes, %.2f goroutines, %.2f fds: above the bounds of docs/scale.md (%.0f, %v, %v)",
+			f.HeapPerQP, f.GoroutinesPerQP, f.FDsPerQP, within.HeapPerQP, within.GoroutinesPerQP, within.FDsPerQP)
+	}
+}
+
+// SRQScaleTest is a transport's whole TestSRQScale, issue 17's server: conns
+// QPs on one shared receive queue of 1.25 conns receives, against conns
+// QPs with 16 receives each, on the same traffic (one exchange, then 8
+// SENDs per connection). It logs B's heap for its QPs and receives and its
+// receive completions per second (figures in docs/scale.md), and holds
+// that the SRQ server needs less receive memory. pair opens the two
+// devices of one run (a fresh pair each: the runs must not share state).
+func SRQScaleTest(t *testing.T, pair func() (a, b *verbs.Device), conns int, fdsPerConn uint64, addr string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("scale test skipped in -short mode")
+	}
+	n := ScaleConns(conns)
+	RaiseNoFile(t, fdsPerConn*uint64(n)+1024)
+	run := func(srq bool) ScaleFigures {
+		a, b := pair()
+		return RunScale(t, a, b, ScaleOpts{Conns: n, Addr: addr, Dialers: 16,
+			SRQ: srq, SRQDepth: n + n/4, RecvPerQP: 16, Msgs: 8, MsgSize: 4096})
+	}
+	own, shared := run(false), run(true)
+	t.Logf("%d QPs with their own receive queues: %v", n, own)
+	t.Logf("%d QPs on one SRQ: %v", n, shared)
+	if shared.RecvHeap >= own.RecvHeap {
+		t.Errorf("the SRQ server's receive heap %d is not below the %d of QPs with their own queues", shared.RecvHeap, own.RecvHeap)
+	}
+}
