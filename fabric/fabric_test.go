@@ -18,6 +18,7 @@ import (
 
 	"github.com/goverbs/goverbs/fabric"
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -35,11 +36,7 @@ func connectPair(t *testing.T, spec string, qpAccess verbs.Access) (a, b *side) 
 	t.Helper()
 	p := openProvider(t, spec)
 	open := func() *side {
-		d, err := verbs.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
+		d := testkit.Open(t, p)
 		s := &side{dev: d}
 		s.pd = must(d.AllocPD())(t)
 		s.cq = must(d.CreateCQ(256))(t)
@@ -51,22 +48,9 @@ func connectPair(t *testing.T, spec string, qpAccess verbs.Access) (a, b *side) 
 	if qpAccess != 0 {
 		noErr(t, b.qp.Modify(&verbs.QPAttr{State: verbs.StateInit, Access: qpAccess}, verbs.AttrState|verbs.AttrAccessFlags))
 	}
-	ln := must(b.dev.Listen("127.0.0.1:0"))(t)
-	t.Cleanup(func() { ln.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), conformance.Timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		r, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = r.Accept(ctx, b.qp, verbs.ConnParam{})
-		}
-		done <- err
-	}()
-	if _, err := a.dev.Dial(ctx, ln.Addr(), a.qp, verbs.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	noErr(t, <-done)
+	testkit.Connect(t, ctx, a.dev, b.dev, "127.0.0.1:0", a.qp, b.qp)
 	return a, b
 }
 

@@ -26,36 +26,62 @@ import (
 // into the test's buffer, with an 8-byte RDMA WRITE or, for the baseline,
 // with a plain store into its mapping of the same buffer.
 func pongChild() {
-	p := shm.New(shm.Options{Name: "pong"})
+	pc := dialPongTest(shm.Options{Name: "pong"})
+	src, err := pc.pd.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite)
+	childCheck(err)
+	w := writer8(pc.qp, pc.cq, src, pc.theirs)
+	pc.serve(func(base uint64, n int) { pongVerbs(word(pc.mine.Bytes()), w, base, n) })
+}
+
+// pongChildSide is a pong child's connection to the test: its 4 KiB
+// memfd buffer (mine), the test's (theirs), and its mapping of the test's
+// (raw).
+type pongChildSide struct {
+	pd     *verbs.PD
+	cq     *verbs.CQ
+	qp     *verbs.QP
+	mine   *verbs.MR
+	theirs verbs.RemoteBuf
+	raw    []byte
+}
+
+// dialPongTest dials the test (startPongPeer), exchanging the buffers,
+// and says READY once the test's buffer is mapped.
+func dialPongTest(o shm.Options) *pongChildSide {
+	p := shm.New(o)
 	d, err := verbs.Open(p)
 	childCheck(err)
-	pd, cq, qp := childQP(d)
+	pc := &pongChildSide{}
+	pc.pd, pc.cq, pc.qp = childQP(d)
 	r, err := mem.Alloc(4096, mem.Prefault)
 	childCheck(err)
-	mine, err := pd.RegisterMemory(r, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	pc.mine, err = pc.pd.RegisterMemory(r, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	childCheck(err)
-	src, err := pd.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite)
+	pdata, _ := pc.mine.Remote().MarshalBinary()
+	info, err := d.Dial(context.Background(), os.Getenv(sockEnv), pc.qp, verbs.ConnParam{PrivateData: pdata})
 	childCheck(err)
-	pdata, _ := mine.Remote().MarshalBinary()
-	info, err := d.Dial(context.Background(), os.Getenv(sockEnv), qp, verbs.ConnParam{PrivateData: pdata})
-	childCheck(err)
-	var theirs verbs.RemoteBuf
-	childCheck(theirs.UnmarshalBinary(info.PrivateData))
-	for counter(qp, "regions_imported") == 0 {
+	childCheck(pc.theirs.UnmarshalBinary(info.PrivateData))
+	for counter(pc.qp, "regions_imported") == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
-	raw := p.ImportMappings()[0]
+	pc.raw = p.ImportMappings()[0]
 	fmt.Println("READY")
+	return pc
+}
+
+// serve answers the test's rounds until its input closes: "raw N BASE"
+// with N plain-store pongs to the pings numbered from BASE+1, any other
+// kind with round(BASE, N). DONE ends each round.
+func (pc *pongChildSide) serve(round func(base uint64, n int)) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
 		n, _ := strconv.Atoi(f[1])
 		base, _ := strconv.ParseUint(f[2], 10, 64)
-		flag := word(mine.Bytes())
 		if f[0] == "raw" {
-			pongRaw(flag, word(raw), base, n)
+			pongRaw(word(pc.mine.Bytes()), word(pc.raw), base, n)
 		} else {
-			pongVerbs(flag, qp, cq, src, theirs, base, n)
+			round(base, n)
 		}
 		fmt.Println("DONE")
 	}
@@ -73,19 +99,19 @@ func pongRaw(flag, peer *atomic.Uint64, base uint64, n int) {
 	}
 }
 
-// plainStore stores v with an ordinary MOV rather than Go's atomic store
-// (an XCHG, a full barrier): the baseline moves a cache line exactly as a
-// WRITE's copy does. The peer reads it with an atomic load.
-func plainStore(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
-
-func pongVerbs(flag *atomic.Uint64, qp *verbs.QP, cq *verbs.CQ, src *verbs.MR, theirs verbs.RemoteBuf, base uint64, n int) {
-	w := writer8(qp, cq, src, theirs)
+// pongVerbs answers with 8-byte WRITEs.
+func pongVerbs(flag *atomic.Uint64, w *writer8s, base uint64, n int) {
 	for i := uint64(1); i <= uint64(n); i++ {
 		for flag.Load() != base+i {
 		}
 		w.write(base + i)
 	}
 }
+
+// plainStore stores v with an ordinary MOV rather than Go's atomic store
+// (an XCHG, a full barrier): the baseline moves a cache line exactly as a
+// WRITE's copy does. The peer reads it with an atomic load.
+func plainStore(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
 
 // writer8 posts 8-byte inline WRITEs of a sequence number, signalling one
 // in 64 and reaping its completion (perftest's cq_mod), without allocating.

@@ -3,18 +3,12 @@
 package shm_test
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/bench/stats"
-	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -29,46 +23,24 @@ import (
 // b.N iteration is one round of 2000 ping-pongs of each. Sub-benchmarks:
 // the engines in the default NotifyEvent mode and in NotifyPoll.
 func BenchmarkSendLatency(b *testing.B) {
-	for _, mode := range []shm.Notify{shm.NotifyEvent, shm.NotifyPoll} {
+	for _, mode := range notifyModes {
 		b.Run(mode.String(), func(b *testing.B) { sendLatency(b, mode) })
 	}
 }
 
 func sendLatency(b *testing.B, mode shm.Notify) {
-	const pings = 2000
 	s := newSide(b, shm.Options{Notify: mode})
-	mine := memMR(b, s.pd, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	sock := filepath.Join(b.TempDir(), "s")
-	ln := must(s.dev.Listen(sock))(b)
-	defer ln.Close()
-	c := startChild(b, "send-pong", sockEnv+"="+sock, "GOVERBS_SHM_NOTIFY="+strconv.Itoa(int(mode)))
-	req := must(ln.Accept(b.Context()))(b)
-	var theirs verbs.RemoteBuf
-	must(0, theirs.UnmarshalBinary(req.PrivateData()))(b)
-	pdata, _ := mine.Remote().MarshalBinary()
-	must(req.Accept(b.Context(), s.qp, verbs.ConnParam{PrivateData: pdata}))(b)
-	waitCounter(b, s.qp, "regions_imported", 1)
-	c.Expect(b, "READY")
-	flag, raw := word(mine.Bytes()), word(s.p.ImportMappings()[0])
+	pp := startPongPeer(b, s, "send-pong", "GOVERBS_SHM_NOTIFY="+strconv.Itoa(int(mode)))
 	p := newSendPinger(b, s.pd, s.qp, s.cq)
 	viaSend := stats.NewRecorder(1<<20, stats.RoundTrip)
-	viaStores := stats.NewRecorder(1<<20, stats.RoundTrip)
-	base := uint64(0)
-	for b.Loop() {
-		c.Say(b, "raw %d %d", pings, base)
-		pingRaw(flag, raw, base, pings, viaStores)
-		c.Expect(b, "DONE")
-		base += pings
-		c.Say(b, "send %d %d", pings, base)
+	viaStores := pp.rounds(b, "send", func(uint64) {
 		t := stats.Mono()
-		for range pings {
+		for range pongPings {
 			p.send()
 			p.await()
 			t = viaSend.RecordSince(t)
 		}
-		c.Expect(b, "DONE")
-		base += pings
-	}
+	})
 	v, r := viaSend.Summary(), viaStores.Summary()
 	b.ReportMetric(v.P50, "p50-µs")
 	b.ReportMetric(v.P99, "p99-µs")
@@ -153,36 +125,12 @@ func (p *sendPinger) await() {
 // SEND pongs.
 func sendPongChild() {
 	mode, _ := strconv.Atoi(os.Getenv("GOVERBS_SHM_NOTIFY"))
-	p := shm.New(shm.Options{Name: "send-pong", Notify: shm.Notify(mode)})
-	d, err := verbs.Open(p)
-	childCheck(err)
-	pd, cq, qp := childQP(d)
-	r, err := mem.Alloc(4096, mem.Prefault)
-	childCheck(err)
-	mine, err := pd.RegisterMemory(r, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	childCheck(err)
-	pdata, _ := mine.Remote().MarshalBinary()
-	_, err = d.Dial(context.Background(), os.Getenv(sockEnv), qp, verbs.ConnParam{PrivateData: pdata})
-	childCheck(err)
-	for counter(qp, "regions_imported") == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
-	raw := p.ImportMappings()[0]
-	pinger := newSendPinger(nil, pd, qp, cq)
-	fmt.Println("READY")
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		f := strings.Fields(in.Text())
-		n, _ := strconv.Atoi(f[1])
-		base, _ := strconv.ParseUint(f[2], 10, 64)
-		if f[0] == "raw" {
-			pongRaw(word(mine.Bytes()), word(raw), base, n)
-		} else {
-			for range n {
-				pinger.await()
-				pinger.send()
-			}
+	pc := dialPongTest(shm.Options{Name: "send-pong", Notify: shm.Notify(mode)})
+	pinger := newSendPinger(nil, pc.pd, pc.qp, pc.cq)
+	pc.serve(func(_ uint64, n int) {
+		for range n {
+			pinger.await()
+			pinger.send()
 		}
-		fmt.Println("DONE")
-	}
+	})
 }

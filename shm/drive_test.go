@@ -16,7 +16,7 @@ import (
 // the poller (polled_passes), not handed to the engine goroutines. One
 // goroutine plays both sides, polling each CQ in turn.
 func TestPollerDrivesEngine(t *testing.T) {
-	for _, mode := range []shm.Notify{shm.NotifyEvent, shm.NotifyPoll} {
+	for _, mode := range notifyModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			a, b := connectPair(t, shm.Options{Notify: mode}, shm.Options{Notify: mode})
 			src := map[*side]*verbs.MR{}

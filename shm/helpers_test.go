@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
@@ -30,11 +31,7 @@ var testCap = verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecv
 func newSide(t testing.TB, cfg shm.Options) *side {
 	t.Helper()
 	s := &side{p: shm.New(cfg)}
-	var err error
-	if s.dev, err = verbs.Open(s.p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.dev.Close() })
+	s.dev = testkit.Open(t, s.p)
 	s.pd = must(s.dev.AllocPD())(t)
 	s.cq = must(s.dev.CreateCQ(1024))(t)
 	s.qp = must(s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: testCap}))(t)
@@ -45,24 +42,9 @@ func newSide(t testing.TB, cfg shm.Options) *side {
 func connectPair(t testing.TB, cfgA, cfgB shm.Options) (a, b *side) {
 	t.Helper()
 	a, b = newSide(t, cfgA), newSide(t, cfgB)
-	ln := must(b.dev.Listen(""))(t)
-	t.Cleanup(func() { ln.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = req.Accept(ctx, b.qp, verbs.ConnParam{})
-		}
-		errc <- err
-	}()
-	if _, err := a.dev.Dial(ctx, ln.Addr(), a.qp, verbs.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	testkit.Connect(t, ctx, a.dev, b.dev, "", a.qp, b.qp)
 	return a, b
 }
 
@@ -152,3 +134,6 @@ func tries(ci int) int {
 	}
 	return ci
 }
+
+// notifyModes are the engines' wake-up modes a test or benchmark runs in.
+var notifyModes = []shm.Notify{shm.NotifyEvent, shm.NotifyPoll}
