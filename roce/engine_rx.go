@@ -183,6 +183,20 @@ func (e *engine) sendBarrier() uint32 {
 	return e.barrierSeq
 }
 
+// backlogged reports whether received datagrams wait for a turn: queued
+// by the reader, or still in the socket.
+// Precondition: e.mu is held.
+func (e *engine) backlogged() bool {
+	e.notifyMu.Lock()
+	queued := len(e.rxq) > 0
+	e.notifyMu.Unlock()
+	if queued {
+		return true
+	}
+	b, ok := e.conn.(backlogger)
+	return ok && b.Backlogged()
+}
+
 // barrier handles the barrier numbered seq coming back: the QPs waiting
 // for it, or for an earlier one, flush what their requesters hold.
 // Precondition: e.mu is held.

@@ -41,7 +41,8 @@ type qpConn struct {
 	// responses that arrived before (drainUntilBarrier); it sends nothing.
 	draining bool
 	drainSeq uint32    // the barrier it waits for
-	drainDue time.Time // when it stops waiting
+	drainDue time.Time // when it next asks whether the barrier can come
+	drainEnd time.Time // when it stops waiting whatever the answer
 
 	pending atomic.Uint32
 	cm      *cmConn // the side channel; nil for a manual connection
@@ -185,11 +186,21 @@ func (c *qpConn) drainUntilBarrier(now time.Time) {
 	c.draining = true
 	c.drainSeq = c.e.sendBarrier()
 	c.drainDue = now.Add(drainLimit)
+	c.drainEnd = now.Add(drainMax)
 }
 
-// drainLimit bounds the wait for a barrier that was lost (a full socket
-// buffer drops it).
-const drainLimit = 20 * time.Millisecond
+// drainLimit is how long a QP waits for its barrier before it asks
+// whether the barrier can still come: while datagrams wait unread (in the
+// socket, or read and queued for a turn) it may be among them, and the QP
+// waits another drainLimit, up to drainMax in all; once nothing waits,
+// the barrier was lost (a full socket buffer drops it) and the rest is
+// flushed. A busy or starved engine (many QPs, a loaded CPU) can take far
+// longer than drainLimit to reach the barrier, and flushing then would
+// report WR_FLUSH_ERR for messages the peer acknowledged.
+const (
+	drainLimit = 20 * time.Millisecond
+	drainMax   = 2 * time.Second
+)
 
 // flushErr completes every WQE the requester holds with WR_FLUSH_ERR.
 // Precondition: e.mu is held.
@@ -245,7 +256,11 @@ func (c *qpConn) onTimer(now time.Time) {
 	c.resp.expireHolds(now)
 	switch {
 	case c.draining:
-		if !now.Before(c.drainDue) {
+		switch {
+		case now.Before(c.drainDue):
+		case now.Before(c.drainEnd) && c.e.backlogged():
+			c.drainDue = now.Add(drainLimit)
+		default:
 			c.flushErr()
 		}
 	case !c.errored:

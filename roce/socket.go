@@ -53,6 +53,14 @@ type PacketConn interface {
 	Close() error
 }
 
+// backlogger is implemented by sockets that can tell whether datagrams
+// wait in the kernel, unread: a QP draining behind a barrier
+// (qpConn.drainUntilBarrier) keeps waiting while they do, since its
+// barrier may be among them.
+type backlogger interface {
+	Backlogged() bool
+}
+
 // errTooLong is returned for a message that does not fit a datagram.
 var errTooLong = errors.New("roce: datagram longer than 65507 bytes")
 
@@ -109,6 +117,7 @@ type plainConn struct {
 func (p *plainConn) LocalAddr() netip.AddrPort { return p.local }
 func (p *plainConn) Offload() bool             { return false }
 func (p *plainConn) Close() error              { return p.uc.Close() }
+func (p *plainConn) Backlogged() bool          { return backlogged(p.uc) }
 
 func (p *plainConn) ReadBatch(ms []Message) (int, error) {
 	if len(ms) == 0 {

@@ -116,6 +116,19 @@ func (m *mmsg) init(c *batchConn) {
 func (b *batchConn) LocalAddr() netip.AddrPort { return b.local }
 func (b *batchConn) Offload() bool             { return b.offload }
 func (b *batchConn) Close() error              { return b.uc.Close() }
+func (b *batchConn) Backlogged() bool          { return backlogged(b.uc) }
+
+// backlogged reports whether a datagram waits in uc's receive queue
+// (SIOCINQ: for UDP, the length of the first one; zero when it is empty).
+func backlogged(uc *net.UDPConn) bool {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
 
 // ReadBatch receives up to len(ms) datagrams with one recvmmsg.
 func (b *batchConn) ReadBatch(ms []Message) (int, error) {

@@ -17,3 +17,6 @@ func tuneSocket(uc *net.UDPConn, c *config) (int, error) {
 
 // newBatchConn has no batched path here: the plain conn is used.
 func newBatchConn(uc *net.UDPConn, c *config) (PacketConn, bool) { return nil, false }
+
+// backlogged cannot tell here: a draining QP waits drainLimit, no longer.
+func backlogged(uc *net.UDPConn) bool { return false }

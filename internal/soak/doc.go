@@ -1,0 +1,13 @@
+// Package soak holds the long-running test of issue 17: many QPs opening
+// and closing connections and moving data on every transport, while the
+// process's goroutines, file descriptors and memory are sampled. It has no
+// API; its test is the product:
+//
+//	go test ./internal/soak/                                  # 64 QPs, a few seconds per transport
+//	GOVERBS_SOAK_DURATION=10m go test -timeout 40m -v ./internal/soak/   # the 10-minute soak
+//
+// A leak shows twice: as a slope of the samples taken while the workers
+// run (reported per minute), and as a count that does not return to where
+// it started once the workers stopped and the devices closed (the test's
+// failure).
+package soak
