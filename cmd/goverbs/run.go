@@ -90,6 +90,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return rstreamCmd(ctx, rest, stdout, stderr)
 	case "rocecm":
 		return roceCMCmd(ctx, rest, stdout, stderr)
+	case "xstack":
+		return xstackCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return helpCmd(rest, stdout)
 	default:

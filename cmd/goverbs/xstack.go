@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goverbs/goverbs/interop/xstack"
+	"github.com/goverbs/goverbs/rdmacore"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+const xstackUsage = `Usage: goverbs xstack -s -a LOCAL --transport T [flags]    server
+       goverbs xstack -c -a SERVER --transport T [flags]   client
+
+SEND, RDMA WRITE and RDMA READ both ways between two goverbs devices,
+every byte checked by the side that ends each operation (package
+interop/xstack): to show goverbs' stacks are each other's peer on the
+wire. T is one of
+  roce        pure-Go RoCEv2, connected through the IB CM (rdma_cm's peer)
+  iwarp       pure-Go iWARP
+  verbs:DEV   a verbs device through rdma-core (a build with cgo and
+              -tags rdmacore): verbs:rxe0 meets roce, verbs:siw0 iwarp
+
+Flags:
+`
+
+type xstackFlags struct {
+	fs             *flag.FlagSet
+	client, server bool
+	addr           string
+	port, size     int
+	trans          string
+	timeout        time.Duration
+	roce           roceFlags
+	iwarp          iwarpFlags
+}
+
+func newXstackFlags() *xstackFlags {
+	f := &xstackFlags{fs: flag.NewFlagSet("xstack", flag.ContinueOnError)}
+	fs := f.fs
+	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
+	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
+	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the local one (server)")
+	fs.IntVar(&f.port, "p", 7400, "connection manager `port`")
+	fs.IntVar(&f.size, "S", xstack.DefaultSize, "`bytes` of each WRITE, READ and SEND; the same on both sides")
+	fs.StringVar(&f.trans, "transport", "", "`transport`: roce, iwarp or verbs:DEV")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "fail after this `duration`")
+	f.roce.register(fs)
+	f.iwarp.register(fs, true)
+	return f
+}
+
+func printXstackUsage(w io.Writer) {
+	fmt.Fprint(w, xstackUsage)
+	printFlags(w, newXstackFlags().fs)
+}
+
+// xstackCmd is goverbs xstack.
+func xstackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stderr = &lockedWriter{w: stderr} // watchEvents writes too
+	f := newXstackFlags()
+	if err := parse(f.fs, "xstack", args, printXstackUsage, stdout, stderr); err != nil {
+		return err
+	}
+	if f.addr == "" || f.client == f.server {
+		return &UsageError{Cmd: "xstack", Err: errors.New("give -a, and exactly one of -c and -s")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	dev, err := f.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer watchEvents(dev, stderr)()
+	defer dev.Close()
+	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
+	var res xstack.Result
+	role := "client"
+	if f.client {
+		res, err = xstack.Client(ctx, dev, addr, f.size)
+	} else {
+		role = "server"
+		var ln *verbs.Listener
+		if ln, err = dev.Listen(addr); err != nil {
+			return err
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "goverbs xstack: %s listening on %s\n", f.trans, ln.Addr())
+		var req *verbs.ConnRequest
+		if req, err = ln.Accept(ctx); err != nil {
+			return err
+		}
+		res, err = xstack.Serve(ctx, dev, req, f.size)
+	}
+	fmt.Fprintf(stdout, "goverbs xstack %s over %s: %d SEND, %d WRITE, %d READ of %d B started here, every byte checked, in %v\n",
+		role, f.trans, res.Sends, res.Writes, res.Reads, f.size, res.Elapsed.Round(time.Millisecond))
+	return err
+}
+
+func (f *xstackFlags) open(stderr io.Writer) (*verbs.Device, error) {
+	switch {
+	case f.trans == "roce":
+		if f.server && f.roce.local == "" {
+			f.roce.local = f.addr
+		}
+		f.roce.cmIB = true
+		dev, _, err := f.roce.open(f.addr)
+		return dev, err
+	case f.trans == "iwarp":
+		return f.iwarp.open(stderr)
+	case strings.HasPrefix(f.trans, "verbs:"):
+		p, err := rdmacore.New(f.trans)
+		if err != nil {
+			return nil, err
+		}
+		return verbs.Open(p)
+	}
+	return nil, &UsageError{Cmd: "xstack", Err: fmt.Errorf("--transport %q: roce, iwarp or verbs:DEV", f.trans)}
+}

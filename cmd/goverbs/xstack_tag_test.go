@@ -1,0 +1,5 @@
+//go:build cgo && rdmacore
+
+package main
+
+const rdmacoreBuilt = true

@@ -1,0 +1,83 @@
+package xstack
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/iwarp"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func open(t *testing.T, p verbs.Provider) *verbs.Device {
+	t.Helper()
+	d, err := verbs.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// run does the exchange between a server on srv and a client on cli.
+func run(t *testing.T, srv, cli *verbs.Device, size int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln, err := srv.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	var sres Result
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			sres, err = Serve(ctx, srv, req, size)
+		}
+		done <- err
+	}()
+	cres, err := Client(ctx, cli, ln.Addr(), size)
+	if serr := <-done; err != nil || serr != nil {
+		t.Fatalf("client: %v; server: %v", err, serr)
+	}
+	if cres.Writes != 1 || cres.Reads != 1 || cres.Sends != 1 || sres.Writes != 1 || sres.Reads != 1 || sres.Sends != 2 {
+		t.Fatalf("client %+v, server %+v", cres, sres)
+	}
+}
+
+// Between two pure-Go RoCE devices connected through the IB CM, as the
+// lab's roce side meets rdma-core on rxe0.
+func TestRoCEIBCM(t *testing.T) {
+	o := roce.Options{Addr: "127.0.0.1:0", PathMTU: 1024, CM: roce.CMIB}
+	for _, size := range []int{16, 4096, 10000} {
+		run(t, open(t, roce.New(o)), open(t, roce.New(o)), size)
+	}
+}
+
+// Between two pure-Go iWARP devices, as the lab's iwarp side meets
+// rdma-core on siw0.
+func TestIWARP(t *testing.T) {
+	run(t, open(t, iwarp.New()), open(t, iwarp.New()), 4096)
+}
+
+func TestCheck(t *testing.T) {
+	b := make([]byte, 300)
+	fill(b, patSendS)
+	if err := check("x", b, patSendS); err != nil {
+		t.Fatal(err)
+	}
+	if err := check("x", b, patSendC); !errors.Is(err, ErrData) {
+		t.Fatalf("another pattern passed: %v", err)
+	}
+	b[299]++
+	if err := check("x", b, patSendS); !errors.Is(err, ErrData) {
+		t.Fatalf("a changed last byte passed: %v", err)
+	}
+}
