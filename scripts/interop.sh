@@ -16,7 +16,9 @@
 #                  capture rstream rocecm rdmacm rdmacore (env PHASES; default
 #                  all). ud: ibv_ud_pingpong; perftest-rxe-cm: perftest -R
 #                  over rxe (IB CM); rdmacm: ucmatose and
-#                  rdma_server/rdma_client over the IB CM. rdmacore runs
+#                  rdma_server/rdma_client over the IB CM; xstack: goverbs'
+#                  rdma-core backend on rxe0/siw0 against pure-Go roce/iwarp
+#                  (a cgo build of goverbs, -tags rdmacore). rdmacore runs
 #                  the conformance suite over rxe0 and siw0 through the
 #                  rdma-core backend (a cgo test binary, -tags rdmacore; its
 #                  own boot of the lab)
@@ -37,7 +39,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=${QUICK:-0}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm rdmacore}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack rdmacore}
 OUT=
 TIMEOUT=
 LAB=${GOVERBS_LAB:-$ROOT/../shared/lab}
@@ -77,6 +79,19 @@ if ! CGO_ENABLED=0 go build -trimpath -o "$work/goverbs" ./cmd/goverbs; then
     exit 1
 fi
 cp scripts/interop/guest.sh "$work/guest.sh"
+# The cross-stack rows need goverbs on rdma-core: cgo, -tags rdmacore
+# (libibverbs-dev, librdmacm-dev; the guest has the same Debian libraries).
+extra=()
+case " $PHASES " in *" xstack "*)
+    echo "== build: go build -tags rdmacore ./cmd/goverbs (cgo)"
+    if CGO_ENABLED=1 go build -trimpath -tags rdmacore -o "$work/goverbs-rdmacore" ./cmd/goverbs > "$OUT/xstack-build.log" 2>&1; then
+        extra=("$work/goverbs-rdmacore")
+    else
+        echo "interop.sh: the rdmacore build failed (see $OUT/xstack-build.log): the xstack rows will fail" >&2
+        tail -5 "$OUT/xstack-build.log" >&2
+    fi
+    ;;
+esac
 # run-in-guest.sh passes no environment: a wrapper carries ours in.
 cat > "$work/interop-run.sh" <<EOF
 #!/bin/bash
@@ -90,7 +105,7 @@ EOF
 # 2. The matrix, in the lab.
 echo "== lab: QUICK=$QUICK PHASES=\"$PHASES\" timeout ${TIMEOUT}s"
 "$LAB/run-in-guest.sh" --timeout "$TIMEOUT" --out "$OUT/guest" \
-    "$work/interop-run.sh" "$work/goverbs" "$work/guest.sh" > "$OUT/guest.log" 2>&1 &
+    "$work/interop-run.sh" "$work/goverbs" "$work/guest.sh" "${extra[@]}" > "$OUT/guest.log" 2>&1 &
 lab=$!
 # Progress, one line per entry as it ends.
 tail -n +1 -f "$OUT/guest.log" --pid=$lab 2>/dev/null |

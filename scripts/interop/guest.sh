@@ -6,7 +6,7 @@
 # Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
 # LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
 # space-separated subset of "rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
-# capture rstream rocecm rdmacm"), QUICK=1 (fewer iterations).
+# capture rstream rocecm rdmacm xstack"), QUICK=1 (fewer iterations).
 #
 # Output: one line per matrix entry on stdout, tab-separated:
 #   ROW pair direction operation size iterations result seconds check
@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -329,6 +329,34 @@ phase_rdmacm() {
         -- rdma_client -s $XP
 }
 
+# Across stacks (issue 15): goverbs' rdma-core backend (a cgo build,
+# /lab/goverbs-rdmacore) on the kernel's rxe0 and siw0 in the main
+# namespace against goverbs' pure-Go roce (through the IB CM) and iwarp in
+# the peer one, each as client and as server: SEND, WRITE and READ both
+# ways, every byte checked by the side that ends each (goverbs xstack).
+phase_xstack() {
+    local R=/lab/goverbs-rdmacore size
+    ulimit -l unlimited  # rxe and siw pin registered pages
+    for size in 64 65536; do
+        entry rdmacore-rxe "goverbs roce -> goverbs verbs:rxe0" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+            "every byte, both sides" "listening" \
+            -- $R xstack -s -a $X --transport verbs:rxe0 -S $size \
+            -- $NS $G xstack -c -a $X --transport roce -S $size
+        entry rdmacore-rxe "goverbs verbs:rxe0 -> goverbs roce" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+            "every byte, both sides" "listening" \
+            -- $NS $G xstack -s -a $XP --transport roce -S $size \
+            -- $R xstack -c -a $XP --transport verbs:rxe0 -S $size
+        entry rdmacore-siw "goverbs iwarp -> goverbs verbs:siw0" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+            "every byte, both sides" "listening" \
+            -- $R xstack -s -a $S --transport verbs:siw0 -S $size \
+            -- $NS $G xstack -c -a $S --transport iwarp -S $size
+        entry rdmacore-siw "goverbs verbs:siw0 -> goverbs iwarp" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+            "every byte, both sides" "listening" \
+            -- $NS $G xstack -s -a $SP --transport iwarp -S $size \
+            -- $R xstack -c -a $SP --transport verbs:siw0 -S $size
+    done
+}
+
 has rping && phase_rping
 has rstream && phase_rstream
 has pingpong && phase_pingpong
@@ -340,6 +368,7 @@ has bench && phase_bench
 has capture && phase_capture
 has rocecm && phase_rocecm
 has rdmacm && phase_rdmacm
+has xstack && phase_xstack
 
 echo "SUMMARY failed=$fails"
 [ $fails = 0 ]
