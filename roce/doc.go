@@ -50,6 +50,30 @@
 // accept error (EMFILE, ENFILE, ENOBUFS, ...) is retried with backoff up
 // to 1 s; any other closes the listener, and Accept returns it.
 //
+// # Connecting through the IB CM
+//
+// With Options{CM: CMIB}, Dial, Listen and Accept speak the InfiniBand CM
+// instead, as the kernel's rdma_cm does over RoCE: REQ, MRA, REJ, REP,
+// RTU, DREQ and DREP as 256-byte MADs in UD SENDs between the two devices'
+// QP1 (the GSI, Q_Key 0x80010000), with rdma_cm's service IDs (its TCP
+// port space) and its 36-byte header with both IPs in front of the REQ's
+// private data. It is how goverbs reaches rping, ucmatose, rdma_server,
+// perftest -R and every other librdmacm program over rxe or a RoCE NIC
+// (docs/interop.md has the rows run against the kernel); the state
+// machines, timeouts, retries and duplicate handling are internal/ibcm's,
+// the MAD codec internal/wire/ib's. Addresses are "ip:port" (the rdma_cm
+// port; the peer's GSI at UDP 4791) or "ip:port@udp" for a goverbs device
+// at another UDP port.
+//
+// The side channel stays the default between goverbs devices, for what
+// the IB CM cannot give: it proves the peer's UDP address with a cookie
+// before the data path sends there (an IB CM REQ names any GID), carries
+// MaxPrivateData bytes with their length (the IB CM's fields are fixed:
+// 56 bytes in a REQ behind rdma_cm's header, 196 in a REP, 148 in a REJ,
+// zero-filled), and sees a peer process die at once (its TCP connection
+// ends), where the IB CM learns it from a DREQ that a dead process never
+// sends or from the data path's retries.
+//
 // A QP can also be connected by hand, as ibv_rc_pingpong does: Modify from
 // INIT to RTR with an AddressVector and the peer's QPN, RQPSN, path MTU and
 // max_dest_rd_atomic, then to RTS. The AddressVector names the peer by Addr
