@@ -67,10 +67,10 @@
 //
 // The side channel stays the default between goverbs devices, for what
 // the IB CM cannot give: it proves the peer's UDP address with a cookie
-// before the data path sends there (an IB CM REQ names any GID), carries
-// MaxPrivateData bytes with their length (the IB CM's fields are fixed:
-// 56 bytes in a REQ behind rdma_cm's header, 196 in a REP, 148 in a REJ,
-// zero-filled), and sees a peer process die at once (its TCP connection
+// before the data path sends there (the IB CM, like rdma_cm, takes the
+// path its MADs name), carries MaxPrivateData bytes with their length
+// (the IB CM's fields are fixed: 56 bytes in a REQ behind rdma_cm's
+// header, 196 in a REP, 148 in a REJ, zero-filled), and sees a peer process die at once (its TCP connection
 // ends), where the IB CM learns it from a DREQ that a dead process never
 // sends or from the data path's retries.
 //
