@@ -6,6 +6,11 @@
 //	go test ./internal/soak/                                  # 64 QPs, a few seconds per transport
 //	GOVERBS_SOAK_DURATION=10m go test -timeout 40m -v ./internal/soak/   # the 10-minute soak
 //
+// GOVERBS_SOAK_QPS sets the number of connections open at once and
+// GOVERBS_SOAK_PAUSE a pause between a worker's cycles (to soak beside
+// other work without starving it: a starved listener times a handshake
+// out, which the soak counts as the failure it is).
+//
 // A leak shows twice: as a slope of the samples taken while the workers
 // run (reported per minute), and as a count that does not return to where
 // it started once the workers stopped and the devices closed (the test's

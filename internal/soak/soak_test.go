@@ -23,6 +23,7 @@ import (
 const (
 	durationEnv = "GOVERBS_SOAK_DURATION" // e.g. 10m; default a few seconds
 	workersEnv  = "GOVERBS_SOAK_QPS"      // connections open at once; default 64
+	pauseEnv    = "GOVERBS_SOAK_PAUSE"    // e.g. 100ms between a worker's cycles; default none
 	slot        = 4096                    // bytes of the server's region per worker
 	opTimeout   = 20 * time.Second        // bound on every wait: a hang fails, it does not stall
 )
@@ -64,11 +65,19 @@ func TestSoak(t *testing.T) {
 		}
 		workers = n
 	}
+	var pause time.Duration
+	if v := os.Getenv(pauseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", pauseEnv, v, err)
+		}
+		pause = d
+	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			runtime.GC()
 			base := sample()
-			s := &soak{t: t, workers: workers}
+			s := &soak{t: t, workers: workers, pause: pause}
 			samples := s.run(tr.open, tr.addr, dur)
 			after := settle(base)
 			report(t, tr.name, s, dur, base, samples, after)
@@ -91,6 +100,7 @@ func TestSoak(t *testing.T) {
 type soak struct {
 	t       *testing.T
 	workers int
+	pause   time.Duration // between a worker's cycles: a soak that leaves the CPU to others
 	cycles  atomic.Int64
 	errs    atomic.Int64
 	logged  atomic.Int32
@@ -165,6 +175,7 @@ func (s *soak) run(open func() (*verbs.Device, error), addr string, dur time.Dur
 					return
 				}
 				s.cycles.Add(1)
+				time.Sleep(s.pause)
 			}
 		}()
 	}
