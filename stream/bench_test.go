@@ -48,3 +48,36 @@ func BenchmarkBandwidth(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPingPong is a 64-byte ping-pong over each transport: one
+// round trip per op (goverbs bench stream-lat reports it as RTT/2 beside
+// Go TCP).
+func BenchmarkPingPong(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			dev := openDevice(b, tr)
+			c1, c2, stop := pipe(b, dev, tr)
+			defer stop()
+			go func() {
+				buf := make([]byte, 64)
+				for {
+					if _, err := io.ReadFull(c2, buf); err != nil {
+						return
+					}
+					if _, err := c2.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			buf := make([]byte, 64)
+			for b.Loop() {
+				if _, err := c1.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c1, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
