@@ -27,6 +27,12 @@
 // queue allow, by the writer or, when credits arrive later, by the
 // connection's progress goroutine, so small writes made while the peer is
 // slow are coalesced into one message. A full send ring blocks Write.
+// Whatever one pass may send (several data messages, a control message,
+// credits) goes to the device in one PostSend, which a transport that
+// writes its socket as work is posted (iwarp, roce) turns into one system
+// call. Both rings default to 1 MiB (rsocket's are 128 KiB): each side
+// declares its own sizes in the connection data, so any size talks to
+// rsocket.
 //
 // Concurrency: every method of Conn is safe for concurrent use; Reads are
 // served one at a time, as are Writes, and Close, deadlines and CloseWrite
