@@ -251,11 +251,7 @@ func (l *Listener) Addr() string { return l.addr }
 
 // Accept implements provider.Listener.
 func (l *Listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	r, err := l.q.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return cmkit.AcceptConn(ctx, l.q)
 }
 
 // Close implements provider.Listener: pending requests are rejected.

@@ -43,11 +43,7 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 func (ln *listener) Addr() string { return ln.addr }
 
 func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	r, err := ln.q.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return cmkit.AcceptConn(ctx, ln.q)
 }
 
 // Close stops listening; the requests nobody accepted are refused.

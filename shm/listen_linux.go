@@ -156,11 +156,7 @@ func (ln *listener) readRequest(uc *net.UnixConn) (*connReq, error) {
 }
 
 func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	r, err := ln.q.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return cmkit.AcceptConn(ctx, ln.q)
 }
 
 // Close stops listening (a path socket is unlinked); requests not yet

@@ -199,3 +199,13 @@ func CloseResult(first bool) error {
 	}
 	return provider.ErrClosed
 }
+
+// AcceptConn is a listener's Accept over q: a request, or no request (nil,
+// not a typed nil) and the error.
+func AcceptConn[R provider.ConnRequest](ctx context.Context, q *Queue[R]) (provider.ConnRequest, error) {
+	r, err := q.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
