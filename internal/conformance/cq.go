@@ -110,16 +110,21 @@ func testWaitSolicited(t *testing.T, e *Env) {
 	src.Deregister()
 }
 
+// overrunConn connects a QP of A whose one CQ holds depth completions,
+// with an 8-byte source on A and an 8-byte target on B for its WRITEs.
+func overrunConn(t *testing.T, e *Env, depth int) (*verbs.CQ, *verbs.QP, *verbs.MR, MRInfo) {
+	pd := must(e.A.AllocPD())(t)
+	cq := must(e.A.CreateCQ(depth))(t)
+	qp := must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: defaultCap(e.A.Caps())}))(t)
+	t.Cleanup(func() { qp.Close(); cq.Close() })
+	c := connectQP(t, e, pd, qp)
+	return cq, qp, c.mr(8, verbs.AccessLocalWrite), c.peerMR(8, rw)
+}
+
 // testCQOverrun overfills a CQ: Poll returns what was kept, then
 // ErrCQOverrun; an event reports it; the QP fails.
 func testCQOverrun(t *testing.T, e *Env) {
-	pd := must(e.A.AllocPD())(t)
-	cq := must(e.A.CreateCQ(4))(t)
-	qp := must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: defaultCap(e.A.Caps())}))(t)
-	t.Cleanup(func() { qp.Close(); cq.Close() })
-	c2 := connectQP(t, e, pd, qp)
-	src := c2.mr(8, verbs.AccessLocalWrite)
-	dst := c2.peerMR(8, rw)
+	cq, qp, src, dst := overrunConn(t, e, 4)
 	for i := range 6 {
 		noErr(t, qp.PostSend([]verbs.SendWR{{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote.At(0)}}))
 	}
@@ -149,13 +154,7 @@ func testCQOverrun(t *testing.T, e *Env) {
 // overran, so what completes into it later (the rest of the WRITEs, the
 // flushed receives, work posted to the failed QP) is part of that overrun.
 func testCQOverrunOneEvent(t *testing.T, e *Env) {
-	pd := must(e.A.AllocPD())(t)
-	cq := must(e.A.CreateCQ(2))(t)
-	qp := must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: defaultCap(e.A.Caps())}))(t)
-	t.Cleanup(func() { qp.Close(); cq.Close() })
-	c := connectQP(t, e, pd, qp)
-	src := c.mr(8, verbs.AccessLocalWrite)
-	dst := c.peerMR(8, rw)
+	cq, qp, src, dst := overrunConn(t, e, 2)
 	for i := range 4 {
 		noErr(t, qp.PostRecv([]verbs.RecvWR{{ID: uint64(100 + i), SGL: []verbs.SGE{src.SGE(0, 8)}}}))
 	}

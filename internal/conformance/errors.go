@@ -119,9 +119,7 @@ func testReceiveArrivesLate(t *testing.T, e *Env) {
 	c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}})
 	time.Sleep(20 * time.Millisecond)
 	c.peerRecv(2, dst, 0, 8)
-	expectWC(t, c.poll(1)[0], 1, verbs.StatusSuccess)
-	expectWC(t, c.peerPoll(1)[0], 2, verbs.StatusSuccess)
-	expectBytes(t, "late delivery", c.peerBytes(dst, 0, 8), []byte("late rcv"))
+	c.expectDelivered(1, 2, "late delivery", dst, 0, 8, []byte("late rcv"))
 }
 
 // testPeerDies kills the peer with work outstanding: every WR must end in an

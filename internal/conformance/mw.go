@@ -58,6 +58,23 @@ func windowRegion(c *Conn) *verbs.MR {
 	return c.mr(64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessMWBind)
 }
 
+// bindType2 binds a type 2 window to the first n bytes of mr for remote
+// writes, with a signalled BIND_MW (ID 1) that must complete as one; the
+// window is closed with the test.
+func bindType2(t *testing.T, c *Conn, mr *verbs.MR, n uint64) *verbs.MW {
+	t.Helper()
+	mw := must(c.PD.AllocMW(verbs.MWType2))(t)
+	t.Cleanup(func() { mw.Close() })
+	c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpBindMW, Flags: verbs.SendSignaled,
+		Bind: verbs.MWBind{MWRKey: mw.RKey(), MRLKey: mr.LKey(), Addr: mr.Addr(), Length: n, Access: verbs.AccessRemoteWrite}})
+	wc := c.poll(1)[0]
+	expectWC(t, wc, 1, verbs.StatusSuccess)
+	if wc.Opcode != verbs.WCBindMW {
+		t.Fatalf("bind completion %+v", wc)
+	}
+	return mw
+}
+
 func needWindows(t *testing.T, e *Env, typ verbs.MWType) {
 	t.Helper()
 	if e.A.Caps().MaxMW == 0 {
@@ -90,15 +107,7 @@ func testWindowType2(t *testing.T, e *Env) {
 	needWindows(t, e, verbs.MWType2)
 	c := connect(t, e, ConnOpts{})
 	mr := windowRegion(c)
-	mw := must(c.PD.AllocMW(verbs.MWType2))(t)
-	defer mw.Close()
-	c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpBindMW, Flags: verbs.SendSignaled,
-		Bind: verbs.MWBind{MWRKey: mw.RKey(), MRLKey: mr.LKey(), Addr: mr.Addr(), Length: 32, Access: verbs.AccessRemoteWrite}})
-	wc := c.poll(1)[0]
-	expectWC(t, wc, 1, verbs.StatusSuccess)
-	if wc.Opcode != verbs.WCBindMW {
-		t.Fatalf("bind completion %+v", wc)
-	}
+	mw := bindType2(t, c, mr, 32)
 	rkey := mw.RKey()
 	if st := c.peerWrite(2, verbs.RemoteAddr{Addr: mr.Addr(), RKey: rkey}); st != verbs.StatusSuccess {
 		t.Fatalf("write through a bound type 2 window: %v", st)
@@ -119,11 +128,7 @@ func testSendWithInvalidateWindow(t *testing.T, e *Env) {
 	needOp(t, e, verbs.OpSendWithInv)
 	c := connect(t, e, ConnOpts{})
 	mr := windowRegion(c)
-	mw := must(c.PD.AllocMW(verbs.MWType2))(t)
-	defer mw.Close()
-	c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpBindMW, Flags: verbs.SendSignaled,
-		Bind: verbs.MWBind{MWRKey: mw.RKey(), MRLKey: mr.LKey(), Addr: mr.Addr(), Length: 64, Access: verbs.AccessRemoteWrite}})
-	expectWC(t, c.poll(1)[0], 1, verbs.StatusSuccess)
+	mw := bindType2(t, c, mr, 64)
 	rkey := mw.RKey()
 	recv := c.mr(8, verbs.AccessLocalWrite)
 	noErr(t, c.QP.PostRecv([]verbs.RecvWR{{ID: 2, SGL: []verbs.SGE{recv.SGE(0, 8)}}}))

@@ -30,9 +30,7 @@ func testFenceWaitsForRead(t *testing.T, e *Env) {
 		verbs.SendWR{ID: 1, Opcode: verbs.OpRead, SGL: []verbs.SGE{local.SGE(0, n)}, Remote: remote.Remote.At(0)},
 		verbs.SendWR{ID: 2, Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendFence, SGL: []verbs.SGE{local.SGE(0, n)}},
 	)
-	expectWC(t, c.poll(1)[0], 2, verbs.StatusSuccess)
-	expectWC(t, c.peerPoll(1)[0], 1, verbs.StatusSuccess)
-	expectBytes(t, "fenced send of read data", c.peerBytes(remote, n, n), pattern(n, 40))
+	c.expectDelivered(2, 1, "fenced send of read data", remote, n, n, pattern(n, 40))
 }
 
 func testORDNegotiated(t *testing.T, e *Env) {

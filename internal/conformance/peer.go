@@ -149,22 +149,18 @@ func (p *LocalPeer) id() int {
 	return p.next
 }
 
-func (p *LocalPeer) qp(id int) (*localQP, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	q, ok := p.qps[id]
-	if !ok {
-		return nil, fmt.Errorf("conformance: no peer QP %d", id)
-	}
-	return q, nil
-}
+func (p *LocalPeer) qp(id int) (*localQP, error) { return lookup(p, p.qps, "QP", id) }
 
-func (p *LocalPeer) mr(id int) (*localMR, error) {
+func (p *LocalPeer) mr(id int) (*localMR, error) { return lookup(p, p.mrs, "MR", id) }
+
+// lookup finds the peer's object id in m (one of p's tables, guarded by
+// p.mu).
+func lookup[T any](p *LocalPeer, m map[int]T, kind string, id int) (T, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, ok := p.mrs[id]
+	v, ok := m[id]
 	if !ok {
-		return nil, fmt.Errorf("conformance: no peer MR %d", id)
+		return v, fmt.Errorf("conformance: no peer %s %d", kind, id)
 	}
-	return m, nil
+	return v, nil
 }

@@ -124,6 +124,17 @@ func testSRQSharedInPostingOrder(t *testing.T, e *Env) {
 }
 
 // srqEvent waits for the first event of type typ, ignoring others.
+// sendExpectingNoLimitEvent sends msg on the first connection and fails
+// if a limit event follows within 100 ms; when says what made it unwanted.
+func (s *srqEnv) sendExpectingNoLimitEvent(t *testing.T, e *Env, msg []byte, when string) {
+	t.Helper()
+	s.send(t, e, 0, msg)
+	s.conns[0].poll(1)
+	if ev, ok := srqEvent(t, e, verbs.EventSRQLimitReached, 100*time.Millisecond); ok {
+		t.Fatalf("limit event %+v %s", ev, when)
+	}
+}
+
 func srqEvent(t *testing.T, e *Env, typ verbs.EventType, d time.Duration) (verbs.AsyncEvent, bool) {
 	t.Helper()
 	deadline := time.After(d)
@@ -157,11 +168,7 @@ func testSRQLimitEventOnce(t *testing.T, e *Env) {
 	if a, _ := s.srq.Query(); a.Limit != 3 {
 		t.Fatalf("armed limit reads %d, want 3", a.Limit)
 	}
-	s.send(t, e, 0, []byte("one"))
-	s.conns[0].poll(1)
-	if ev, ok := srqEvent(t, e, verbs.EventSRQLimitReached, 100*time.Millisecond); ok {
-		t.Fatalf("limit event %+v with 3 receives left, limit 3", ev)
-	}
+	s.sendExpectingNoLimitEvent(t, e, []byte("one"), "with 3 receives left, limit 3")
 	s.send(t, e, 0, []byte("two"))
 	s.conns[0].poll(1)
 	ev, ok := srqEvent(t, e, verbs.EventSRQLimitReached, Timeout)
@@ -171,11 +178,7 @@ func testSRQLimitEventOnce(t *testing.T, e *Env) {
 	if a, _ := s.srq.Query(); a.Limit != 0 {
 		t.Fatalf("limit reads %d after its event, want 0 (disarmed)", a.Limit)
 	}
-	s.send(t, e, 0, []byte("three"))
-	s.conns[0].poll(1)
-	if ev, ok := srqEvent(t, e, verbs.EventSRQLimitReached, 100*time.Millisecond); ok {
-		t.Fatalf("second limit event %+v without re-arming", ev)
-	}
+	s.sendExpectingNoLimitEvent(t, e, []byte("three"), "without re-arming")
 }
 
 // testSRQQPErrFlushesNothing: one of two QPs on an SRQ moved to ERR flushes

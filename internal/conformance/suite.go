@@ -289,6 +289,16 @@ func expectWC(t *testing.T, wc verbs.WorkCompletion, id uint64, st verbs.Status)
 }
 
 // peerBytes reads B's memory.
+// expectDelivered checks a message A sent to B: A's work request sendID
+// and B's receive recvID completed with success, and B's region m holds
+// want at off (n bytes); what names the message in a failure.
+func (c *Conn) expectDelivered(sendID, recvID uint64, what string, m MRInfo, off, n int, want []byte) {
+	c.t.Helper()
+	expectWC(c.t, c.poll(1)[0], sendID, verbs.StatusSuccess)
+	expectWC(c.t, c.peerPoll(1)[0], recvID, verbs.StatusSuccess)
+	expectBytes(c.t, what, c.peerBytes(m, off, n), want)
+}
+
 func (c *Conn) peerBytes(m MRInfo, off, n int) []byte {
 	c.t.Helper()
 	b, err := c.E.B.ReadMem(m.ID, off, n)
