@@ -120,12 +120,7 @@ func (qp *QP) abandonEP() {
 	qp.rq.Next = qp.rq.Tail
 	qp.tearing = true
 	qp.mu.Unlock()
-	qp.dev.closeFid(uintptr(ep))
-	_C_freeinfo(info)
-	qp.scq.drain()
-	if qp.rcq != qp.scq {
-		qp.rcq.drain()
-	}
+	qp.closeEP(ep, info)
 	qp.mu.Lock()
 	qp.tearing = false
 	qp.torn.Broadcast()

@@ -212,14 +212,9 @@ func (cq *CQ) tryProgress() {
 
 // Close implements provider.CQ; the verbs layer has checked no QP uses it.
 func (cq *CQ) Close() error {
-	d := cq.dev
-	d.mu.Lock()
-	if _, ok := d.cqs[cq]; !ok {
-		d.mu.Unlock()
+	if !untrack(cq.dev, cq.dev.cqs, cq) {
 		return provider.ErrClosed
 	}
-	delete(d.cqs, cq)
-	d.mu.Unlock()
 	cq.release()
 	return nil
 }

@@ -253,3 +253,15 @@ func (d *Device) dispatchEQ(t eqTarget, ev *eqEvent) {
 	}
 	t.eqEvent(ev)
 }
+
+// untrack takes obj out of one of d's object sets (guarded by d.mu); it
+// reports false when obj was not there: closed already.
+func untrack[K comparable](d *Device, set map[K]struct{}, obj K) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := set[obj]; !ok {
+		return false
+	}
+	delete(set, obj)
+	return true
+}

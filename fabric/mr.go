@@ -49,14 +49,9 @@ func (d *Device) AllocPD() (provider.PD, error) {
 
 // Close implements provider.PD; the verbs layer has checked the PD is unused.
 func (p *PD) Close() error {
-	d := p.dev
-	d.mu.Lock()
-	if _, ok := d.pds[p]; !ok {
-		d.mu.Unlock()
+	if !untrack(p.dev, p.dev.pds, p) {
 		return provider.ErrClosed
 	}
-	delete(d.pds, p)
-	d.mu.Unlock()
 	p.release()
 	return nil
 }
@@ -316,43 +311,35 @@ func (m *MR) unpin() {
 }
 
 // LKey implements provider.MR.
-func (m *MR) LKey() uint32 {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.lkey
-}
+func (m *MR) LKey() uint32 { return underKeys(m, func() uint32 { return m.lkey }) }
 
 // RKey implements provider.MR.
-func (m *MR) RKey() uint32 {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.rkey
-}
+func (m *MR) RKey() uint32 { return underKeys(m, func() uint32 { return m.rkey }) }
 
 // Addr implements provider.MR: the address of the first byte, virtual
 // where the provider addresses regions by virtual address
 // (FI_MR_VIRT_ADDR), else 0 (a zero-based region: peers name offsets).
-func (m *MR) Addr() uint64 {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.addr
-}
+func (m *MR) Addr() uint64 { return underKeys(m, func() uint64 { return m.addr }) }
 
 // Len implements provider.MR.
-func (m *MR) Len() int {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return len(m.buf)
-}
+func (m *MR) Len() int { return underKeys(m, func() int { return len(m.buf) }) }
 
 // Access implements provider.MR: the rights the rkey grants, as libfabric
 // enforces them. A region registered with remote-atomic also grants
 // remote-read and remote-write, libfabric having no separate atomic right.
 func (m *MR) Access() provider.Access {
+	atomics := m.dev.caps.AtomicScope != provider.AtomicNone
+	access := underKeys(m, func() provider.Access { return m.access })
+	return verbsAccess(fiAccess(access, atomics), atomics) | access&provider.AccessLocalWrite
+}
+
+// underKeys reads a field of m that Reregister rewrites (keys, address,
+// buffer, access) under the key table's read lock, which Reregister holds
+// for writing.
+func underKeys[T any](m *MR, field func() T) T {
 	m.dev.keys.mu.RLock()
 	defer m.dev.keys.mu.RUnlock()
-	atomics := m.dev.caps.AtomicScope != provider.AtomicNone
-	return verbsAccess(fiAccess(m.access, atomics), atomics) | m.access&provider.AccessLocalWrite
+	return field()
 }
 
 // Deregister implements provider.MR. It fails with ErrBusy while posted

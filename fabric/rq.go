@@ -39,29 +39,14 @@ func (q *recvQueue) init(c provider.QPCap) {
 
 // PostRecv implements provider.QP.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
-	qp.mu.Lock()
-	if err := qp.checkRecvsLocked(wrs); err != nil {
-		qp.mu.Unlock()
-		return err
-	}
-	keys := &qp.dev.keys
-	keys.mu.RLock()
-	for i := range wrs {
-		qp.enqueueRecvLocked(&wrs[i])
-	}
-	keys.mu.RUnlock()
-	if qp.state == provider.StateErr {
-		qp.rq.markFlushLocked()
-		qp.retireRecvsLocked()
-	} else {
-		qp.submitRecvsLocked()
-	}
-	tear := qp.needTeardown
-	qp.mu.Unlock()
-	if tear {
-		qp.maybeTeardown()
-	}
-	return nil
+	return post(qp, wrs, qp.checkRecvsLocked, qp.enqueueRecvLocked, qp.flushRecvsLocked, qp.submitRecvsLocked)
+}
+
+// flushRecvsLocked completes the receives of a QP in ERR as flushed.
+// Precondition: qp.mu is held.
+func (qp *QP) flushRecvsLocked() {
+	qp.rq.markFlushLocked()
+	qp.retireRecvsLocked()
 }
 
 // checkRecvsLocked applies the post-time rules of receives.

@@ -88,22 +88,37 @@ func (qp *QP) composedWriteImm() bool { return !qp.dev.feat.rxCQData }
 
 // PostSend implements provider.QP (SEMANTICS 6, 7).
 func (qp *QP) PostSend(wrs []provider.SendWR) error {
+	return post(qp, wrs, qp.checkSendsLocked, qp.enqueueSendLocked, qp.flushSendsLocked, qp.pumpLocked)
+}
+
+// flushSendsLocked completes the sends of a QP in ERR as flushed.
+// Precondition: qp.mu is held.
+func (qp *QP) flushSendsLocked() {
+	qp.sq.markFlushLocked(0)
+	qp.retireSendsLocked()
+}
+
+// post is PostSend's and PostRecv's frame, under qp.mu: check every WR
+// (a failure changes nothing), copy them all into WQEs with the key table
+// read-locked (their SGEs resolve keys against it), then hand them to
+// libfabric (submit) or, in ERR, flush them; a teardown the post made due
+// runs after qp.mu is released.
+func post[W any](qp *QP, wrs []W, check func([]W) error, enqueue func(*W), flush, submit func()) error {
 	qp.mu.Lock()
-	if err := qp.checkSendsLocked(wrs); err != nil {
+	if err := check(wrs); err != nil {
 		qp.mu.Unlock()
 		return err
 	}
 	keys := &qp.dev.keys
 	keys.mu.RLock()
 	for i := range wrs {
-		qp.enqueueSendLocked(&wrs[i])
+		enqueue(&wrs[i])
 	}
 	keys.mu.RUnlock()
 	if qp.state == provider.StateErr {
-		qp.sq.markFlushLocked(0)
-		qp.retireSendsLocked()
+		flush()
 	} else {
-		qp.pumpLocked()
+		submit()
 	}
 	tear := qp.needTeardown
 	qp.mu.Unlock()

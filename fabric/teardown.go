@@ -111,14 +111,7 @@ func (qp *QP) maybeTeardown() {
 		// else's, the number reused meanwhile).
 		_C_shutdown(ep)
 	}
-	qp.dev.closeFid(uintptr(ep))
-	_C_freeinfo(info)
-	// After fi_close the provider holds no operation of the endpoint:
-	// every one it gave back is in the CQs now.
-	qp.scq.drain()
-	if qp.rcq != qp.scq {
-		qp.rcq.drain()
-	}
+	qp.closeEP(ep, info)
 	qp.mu.Lock()
 	if qp.state == provider.StateReset {
 		qp.sq.discardLocked()
@@ -216,4 +209,16 @@ func connectionLevel(e Errno) bool {
 		return true
 	}
 	return false
+}
+
+// closeEP closes the endpoint ep (taken off the QP) and frees its info.
+// After fi_close the provider holds no operation of the endpoint: every
+// one it gave back is in the CQs now, and is drained into their rings.
+func (qp *QP) closeEP(ep hEP, info hInfo) {
+	qp.dev.closeFid(uintptr(ep))
+	_C_freeinfo(info)
+	qp.scq.drain()
+	if qp.rcq != qp.scq {
+		qp.rcq.drain()
+	}
 }
