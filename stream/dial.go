@@ -39,6 +39,11 @@ type Config struct {
 	// Linger bounds how long Close waits for written bytes to be sent
 	// (default 1 s).
 	Linger time.Duration
+	// PollSpin is how long the stream's progress goroutine keeps polling
+	// its completion queue after the last completion before it blocks
+	// (default 10 µs, rsocket's polling_time; negative: never): CPU time
+	// traded for the wake-up a reply arriving within it would cost.
+	PollSpin time.Duration
 	// HandshakeTimeout bounds each accepted connection's setup (default
 	// 10 s).
 	HandshakeTimeout time.Duration
@@ -51,6 +56,7 @@ const (
 	maxDepth         = 0xfffe // RS_QP_MAX_SIZE
 	ctrlDepth        = 4      // RS_QP_CTRL_SIZE: control messages in flight
 	defaultLinger    = time.Second
+	defaultPollSpin  = 10 * time.Microsecond
 	defaultHandshake = 10 * time.Second
 )
 
@@ -240,12 +246,16 @@ func (cfg *Config) newConn(dev *verbs.Device) (c *Conn, err error) {
 	if linger <= 0 {
 		linger = defaultLinger
 	}
+	spin := cfg.PollSpin
+	if spin == 0 {
+		spin = defaultPollSpin
+	}
 	c = &Conn{
 		dev: dev, rbufSize: rsize, half: rsize / 2, sbufSize: ssize, sqSize: depth, rqSize: depth,
 		nRecv:   depth + ctrlDepth, // control messages take receives beyond the credits
 		msgSend: cfg.SendMode || caps.Transport == "iwarp" || !caps.Opcodes.Has(verbs.OpWriteWithImm),
-		linger:  linger,
-		rlock:   make(chan struct{}, 1), wlock: make(chan struct{}, 1),
+		linger:  linger, spin: spin,
+		rlock: make(chan struct{}, 1), wlock: make(chan struct{}, 1),
 		readable: make(chan struct{}, 1), writable: make(chan struct{}, 1),
 		done: make(chan struct{}), idle: make(chan struct{}), pollDone: make(chan struct{}),
 		rdl: newDeadline(), wdl: newDeadline(), wantCtrl: -1,
