@@ -257,14 +257,19 @@ func (c *rdmaSetupDialer) cycle(ctx context.Context, addr string, recs []*stats.
 		err = cerr
 	}
 	t5 := stats.Mono()
-	if err == nil && recs != nil {
-		recs[0].Record(t1 - t0)
-		recs[1].Record(t2 - t1)
-		recs[2].Record(t3 - t1)
-		recs[3].Record(t5 - t4)
-		recs[4].Record(t5 - t0)
-	}
+	recordCycle(recs, err, t1-t0, t2-t1, t3-t1, t5-t4, t5-t0)
 	return err
+}
+
+// recordCycle records the phases of a cycle that succeeded (err nil), one
+// a recorder, when the cycle is measured (recs not nil: warm-up is not).
+func recordCycle(recs []*stats.Recorder, err error, phases ...int64) {
+	if err != nil || recs == nil {
+		return
+	}
+	for i, d := range phases {
+		recs[i].Record(d)
+	}
 }
 
 // await waits for the ping's send completion and the reply's receive
@@ -445,11 +450,7 @@ func (c *tcpSetupDialer) cycle(ctx context.Context, addr string, recs []*stats.R
 		err = cerr
 	}
 	t3 := stats.Mono()
-	if err == nil && recs != nil {
-		recs[0].Record(t1 - t0)
-		recs[1].Record(t2 - t0)
-		recs[2].Record(t3 - t0)
-	}
+	recordCycle(recs, err, t1-t0, t2-t0, t3-t0)
 	return err
 }
 

@@ -93,11 +93,7 @@ var registry = []Transport{
 		Reach:   ReachProcess,
 		New: func(n int, _ string, _ Open) ([]provider.Provider, error) {
 			net := loopback.NewNetwork()
-			ps := make([]provider.Provider, n)
-			for i := range ps {
-				ps[i] = net.Provider()
-			}
-			return ps, nil
+			return times(n, func() (provider.Provider, error) { return net.Provider(), nil })
 		},
 		ListenAddr: func(_, name string) string { return name },
 	},
@@ -112,12 +108,21 @@ func register(t Transport) { registry = append(registry, t) }
 // host's network stack or file system.
 func each(newProvider func(host string, o Open) provider.Provider) func(int, string, Open) ([]provider.Provider, error) {
 	return func(n int, host string, o Open) ([]provider.Provider, error) {
-		ps := make([]provider.Provider, n)
-		for i := range ps {
-			ps[i] = newProvider(host, o)
-		}
-		return ps, nil
+		return times(n, func() (provider.Provider, error) { return newProvider(host, o), nil })
 	}
+}
+
+// times makes n providers with newProvider, or returns its first error.
+func times[P provider.Provider](n int, newProvider func() (P, error)) ([]provider.Provider, error) {
+	ps := make([]provider.Provider, n)
+	for i := range ps {
+		p, err := newProvider()
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = p
+	}
+	return ps, nil
 }
 
 // tcpAddr listens on an ephemeral port of host (TCP and UDP transports).

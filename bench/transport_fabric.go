@@ -26,13 +26,5 @@ func newFabric(n int, _ string, o Open) ([]provider.Provider, error) {
 	if spec == "" {
 		spec = "tcp"
 	}
-	ps := make([]provider.Provider, n)
-	for i := range ps {
-		p, err := fabric.New(spec)
-		if err != nil {
-			return nil, err
-		}
-		ps[i] = p
-	}
-	return ps, nil
+	return times(n, func() (*fabric.Provider, error) { return fabric.New(spec) })
 }

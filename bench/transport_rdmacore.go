@@ -36,13 +36,5 @@ func newVerbs(n int, _ string, o Open) ([]provider.Provider, error) {
 			}
 		}
 	}
-	ps := make([]provider.Provider, n)
-	for i := range ps {
-		p, err := rdmacore.New(name)
-		if err != nil {
-			return nil, err
-		}
-		ps[i] = p
-	}
-	return ps, nil
+	return times(n, func() (*rdmacore.Provider, error) { return rdmacore.New(name) })
 }

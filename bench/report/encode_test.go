@@ -12,14 +12,19 @@ import (
 	"time"
 )
 
-func TestJSONGolden(t *testing.T) {
-	var buf bytes.Buffer
-	jw := NewJSONWriter(&buf)
+// writeSamples writes the sample results with w.
+func writeSamples(t *testing.T, w interface{ Write(Result) error }) {
+	t.Helper()
 	for _, r := range sampleResults(t) {
-		if err := jw.Write(r); err != nil {
+		if err := w.Write(r); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestJSONGolden(t *testing.T) {
+	var buf bytes.Buffer
+	writeSamples(t, NewJSONWriter(&buf))
 	golden(t, "results.jsonl", buf.Bytes())
 }
 
@@ -27,12 +32,7 @@ func TestJSONGolden(t *testing.T) {
 // decoded objects rather than on Go types.
 func TestJSONSchema(t *testing.T) {
 	var buf bytes.Buffer
-	jw := NewJSONWriter(&buf)
-	for _, r := range sampleResults(t) {
-		if err := jw.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSamples(t, NewJSONWriter(&buf))
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("%d lines, want one per result", len(lines))
@@ -107,12 +107,7 @@ func TestJSONRejectsNaN(t *testing.T) {
 
 func TestCSVGolden(t *testing.T) {
 	var buf bytes.Buffer
-	cw := NewCSVWriter(&buf)
-	for _, r := range sampleResults(t) {
-		if err := cw.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSamples(t, NewCSVWriter(&buf))
 	golden(t, "results.csv", buf.Bytes())
 
 	rows, err := csv.NewReader(&buf).ReadAll()

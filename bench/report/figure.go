@@ -133,18 +133,10 @@ func (f *Figure) draw(c canvas) {
 }
 
 // WriteSVG writes the figure as one SVG document.
-func (f *Figure) WriteSVG(w io.Writer) error {
-	c := newSVG(f.size())
-	f.draw(c)
-	return c.finish(w)
-}
+func (f *Figure) WriteSVG(w io.Writer) error { return writeSVG(f, w) }
 
 // WritePNG writes the figure as one PNG image.
-func (f *Figure) WritePNG(w io.Writer) error {
-	c := newRaster(f.size())
-	f.draw(c)
-	return c.encode(w)
-}
+func (f *Figure) WritePNG(w io.Writer) error { return writePNG(f, w) }
 
 // WriteFile writes the figure to path, as PNG when the name ends in .png
 // (any case) and as SVG otherwise.

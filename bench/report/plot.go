@@ -219,16 +219,27 @@ func writeImage(path string, svg, png func(io.Writer) error) (err error) {
 }
 
 // WriteSVG writes the plot as a standalone SVG document.
-func (p *Plot) WriteSVG(w io.Writer) error {
-	c := newSVG(p.size())
-	p.draw(c)
+func (p *Plot) WriteSVG(w io.Writer) error { return writeSVG(p, w) }
+
+// WritePNG writes the plot as a PNG image of Width × Height pixels.
+func (p *Plot) WritePNG(w io.Writer) error { return writePNG(p, w) }
+
+// drawing is what a plot and a figure have in common: a size and a way
+// to draw on any canvas.
+type drawing interface {
+	size() (int, int)
+	draw(canvas)
+}
+
+func writeSVG(d drawing, w io.Writer) error {
+	c := newSVG(d.size())
+	d.draw(c)
 	return c.finish(w)
 }
 
-// WritePNG writes the plot as a PNG image of Width × Height pixels.
-func (p *Plot) WritePNG(w io.Writer) error {
-	c := newRaster(p.size())
-	p.draw(c)
+func writePNG(d drawing, w io.Writer) error {
+	c := newRaster(d.size())
+	d.draw(c)
 	return c.encode(w)
 }
 
