@@ -4,7 +4,6 @@ package mem
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"unsafe"
 )
@@ -17,12 +16,7 @@ import (
 // [HugePages] is refused with [ErrNoHugePages] and [ErrNotSupported];
 // [TransparentHugePages] is ignored.
 func Alloc(size int, opts ...Option) (*Region, error) {
-	c := newConfig(opts)
-	if c.has(HugePages) {
-		return nil, fmt.Errorf("mem: Alloc: explicit huge pages on %s: %w: %w", runtime.GOOS, ErrNoHugePages, ErrNotSupported)
-	}
-	page := os.Getpagesize()
-	n, err := checkSize("Alloc", size, page)
+	c, page, n, err := baseAlloc(size, opts)
 	if err != nil {
 		return nil, err
 	}
