@@ -50,6 +50,7 @@ const (
 	ctrRxDatagrams                   // datagrams read from the socket (device only)
 	ctrTxGSO                         // UDP GSO super-datagrams sent (device only)
 	ctrRxGRO                         // UDP GRO runs received (device only)
+	ctrRxPolled                      // datagrams a CQ's poller read (device only; drive.go)
 	numCounters
 )
 
@@ -87,6 +88,7 @@ var counterNames = [numCounters]string{
 	ctrRxDatagrams:    "rx_datagrams",
 	ctrTxGSO:          "tx_gso_datagrams",
 	ctrRxGRO:          "rx_gro_datagrams",
+	ctrRxPolled:       "rx_polled_datagrams",
 }
 
 // String returns the counter's name.

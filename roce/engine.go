@@ -77,6 +77,18 @@ type engine struct {
 	rxq      []*rxBatch // received batches waiting for a turn; guarded by notifyMu
 	rxFree   chan *rxBatch
 
+	// The poll hand-off (drive.go). rdMu orders the changes of rdMode
+	// and every read of the socket by a poller; rdMode is atomic so that
+	// Poll and Wait look at it without the lock. Lock order: rdMu before
+	// notifyMu; a poller takes the turn (kick) after releasing rdMu.
+	pconn     pollConn // the socket, if it can be read without waiting; else nil
+	rdMu      sync.Mutex
+	rdMode    atomic.Int32
+	spins     atomic.Uint32 // empty Polls since the last Wait or hand-back
+	polls     atomic.Uint64 // empty Polls ever: the parked reader looks whether it moved
+	unpark    chan struct{} // a Wait asks the parked reader back
+	parkTimer *time.Timer   // the parked reader's; its goroutine's alone
+
 	fired atomic.Bool   // the timer fired; the next turn runs expire
 	more  atomic.Bool   // the last turn left packets to send
 	wake  chan struct{} // asks the engine goroutine for a turn
@@ -97,6 +109,13 @@ func newEngine(cfg *config, conn PacketConn) *engine {
 		uds:   make(map[uint32]*udQP),
 		wake:  make(chan struct{}, 1),
 		quit:  make(chan struct{}),
+
+		unpark:    make(chan struct{}, 1),
+		parkTimer: time.NewTimer(time.Hour),
+	}
+	e.parkTimer.Stop()
+	if pc, ok := conn.(pollConn); ok {
+		e.pconn = pc
 	}
 	e.tx = newTxBatch(conn, &e.dev, 32)
 	e.rxCRC = seedCache{local: conn.LocalAddr(), rx: true}

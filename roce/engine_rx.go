@@ -1,7 +1,9 @@
 package roce
 
 import (
+	"errors"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/ib"
@@ -61,6 +63,9 @@ func (e *engine) read() {
 			e.rxFree <- b
 			if isClosed(err) {
 				return
+			}
+			if e.pconn != nil && errors.Is(err, os.ErrDeadlineExceeded) && !e.parkReader() {
+				return // a poller took the socket over (drive.go)
 			}
 			continue
 		}

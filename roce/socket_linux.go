@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,7 @@ type batchConn struct {
 	v6      bool
 	offload bool
 	r, w    mmsg // reader's and writer's state, never shared
+	p       mmsg // TryReadBatch's state: the turn's holder's (drive.go)
 }
 
 // mmsg is the kernel-facing state of one direction: message headers,
@@ -72,6 +74,7 @@ type mmsg struct {
 	done  int
 	err   error
 	fn    func(fd uintptr) bool // bound once, so calls do not allocate
+	tryFn func(fd uintptr)      // TryReadBatch's, bound once too
 }
 
 // ctrlLen holds one UDP_SEGMENT or UDP_GRO control message.
@@ -88,8 +91,10 @@ func newBatchConn(uc *net.UDPConn, c *config) (PacketConn, bool) {
 	}
 	b.r.init(b)
 	b.w.init(b)
+	b.p.init(b)
 	b.r.fn = b.r.recv
 	b.w.fn = b.w.send
+	b.p.tryFn = b.p.tryRecv
 	return b, true
 }
 
@@ -133,6 +138,37 @@ func backlogged(uc *net.UDPConn) bool {
 // ReadBatch receives up to len(ms) datagrams with one recvmmsg.
 func (b *batchConn) ReadBatch(ms []Message) (int, error) {
 	m := &b.r
+	m.prepareRead(ms)
+	if err := b.rc.Read(m.fn); err != nil {
+		return 0, err
+	}
+	return m.finishRead()
+}
+
+// TryReadBatch receives the datagrams already queued, up to len(ms), with
+// one recvmmsg that does not wait; it returns 0 when none is. It runs in
+// the raw conn's Control, not its Read: a Read holds the descriptor's read
+// lock while the reader goroutine is parked in the poller, and this must
+// not wait for that. It has its own message state (b.p), so it never
+// shares headers with ReadBatch; the engine's poll hand-off (drive.go)
+// keeps the two from reading at the same time, which keeps batches in the
+// socket's order.
+func (b *batchConn) TryReadBatch(ms []Message) (int, error) {
+	m := &b.p
+	m.prepareRead(ms)
+	if err := b.rc.Control(m.tryFn); err != nil {
+		return 0, err
+	}
+	return m.finishRead()
+}
+
+// SetReadDeadline makes a ReadBatch that is waiting, or the next one,
+// return an error wrapping os.ErrDeadlineExceeded once t passes.
+func (b *batchConn) SetReadDeadline(t time.Time) error { return b.uc.SetReadDeadline(t) }
+
+// prepareRead fills the message headers for receiving into ms.
+func (m *mmsg) prepareRead(ms []Message) {
+	b := m.c
 	m.ms = ms[:min(len(ms), batchSize)]
 	for i := range m.ms {
 		buf := m.ms[i].Buffers[0]
@@ -147,9 +183,10 @@ func (b *batchConn) ReadBatch(ms []Message) (int, error) {
 		}
 	}
 	m.done, m.err = 0, nil
-	if err := b.rc.Read(m.fn); err != nil {
-		return 0, err
-	}
+}
+
+// finishRead decodes what recvmmsg wrote into the messages.
+func (m *mmsg) finishRead() (int, error) {
 	if m.err != nil {
 		return 0, m.err
 	}
@@ -158,7 +195,7 @@ func (b *batchConn) ReadBatch(ms []Message) (int, error) {
 		msg.N = int(m.hdrs[i].Len)
 		msg.Addr = sockaddrToAddrPort(&m.names[i])
 		msg.Segment = 0
-		if b.offload {
+		if m.c.offload {
 			msg.Segment = groSize(m.ctrl[i*ctrlLen:][:m.hdrs[i].Hdr.Controllen])
 		}
 	}
@@ -180,6 +217,25 @@ func (m *mmsg) recv(fd uintptr) bool {
 		}
 		m.err = &net.OpError{Op: "recvmmsg", Net: "udp", Err: errno}
 		return true
+	}
+}
+
+// tryRecv is the Control callback of TryReadBatch: one recvmmsg with
+// MSG_DONTWAIT; nothing queued leaves m.done 0.
+func (m *mmsg) tryRecv(fd uintptr) {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.ms)), unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			m.done = int(n)
+			return
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return
+		}
+		m.err = &net.OpError{Op: "recvmmsg", Net: "udp", Err: errno}
+		return
 	}
 }
 
