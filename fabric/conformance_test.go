@@ -106,18 +106,12 @@ func runSuite(t *testing.T, spec string) {
 // LocalPeer listening on loopback.
 func newEnv(t *testing.T, spec string) *conformance.Env {
 	p := openProvider(t, spec)
-	a, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testkit.Open(t, p)
 	b, err := verbs.Open(p)
 	if err != nil {
-		a.Close()
 		t.Fatal(err)
 	}
-	peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
-	t.Cleanup(func() { peer.Close(); a.Close() })
-	return &conformance.Env{A: a, B: peer}
+	return conformance.LocalEnv(t, a, b, "127.0.0.1:0")
 }
 
 // TestConformanceTCP runs the suite over fabric:tcp, both devices in this

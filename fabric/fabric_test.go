@@ -54,16 +54,8 @@ func connectPair(t *testing.T, spec string, qpAccess verbs.Access) (a, b *side) 
 	return a, b
 }
 
-// must turns a (value, error) result into a check: must(f())(t).
-func must[T any](v T, err error) func(testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
+// must is testkit.Must, short: must(f())(t).
+func must[T any](v T, err error) func(testing.TB) T { return testkit.Must(v, err) }
 
 func noErr(t testing.TB, err error) {
 	t.Helper()

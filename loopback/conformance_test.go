@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/loopback"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -13,16 +14,10 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		net := loopback.NewNetwork()
-		a, err := verbs.Open(net.Provider())
-		if err != nil {
-			t.Fatal(err)
-		}
 		b, err := verbs.Open(net.Provider())
 		if err != nil {
 			t.Fatal(err)
 		}
-		peer := conformance.NewLocalPeer(b, "peer", t.TempDir())
-		t.Cleanup(func() { peer.Close(); a.Close() })
-		return &conformance.Env{A: a, B: peer}
+		return conformance.LocalEnv(t, testkit.Open(t, net.Provider()), b, "peer")
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -25,26 +26,18 @@ func TestConformance(t *testing.T) {
 // process: the same sockets and segments, without a process boundary.
 func TestConformanceOneProcess(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		a := open(t, "shm-a")
 		b, err := verbs.Open(shm.New(shm.Options{Name: "shm-b"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		peer := conformance.NewLocalPeer(b, "", t.TempDir())
-		t.Cleanup(func() { peer.Close() })
-		return &conformance.Env{A: a, B: peer}
+		return conformance.LocalEnv(t, open(t, "shm-a"), b, "")
 	})
 }
 
 // open opens a device that the test closes at its end.
 func open(t testing.TB, name string) *verbs.Device {
 	t.Helper()
-	d, err := verbs.Open(shm.New(shm.Options{Name: name}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testkit.Open(t, shm.New(shm.Options{Name: name}))
 }
 
 // TestConformanceMemfd runs the suite across two processes with the peer's

@@ -116,15 +116,8 @@ func expectStatus(t testing.TB, wc verbs.WorkCompletion, id uint64, st verbs.Sta
 	}
 }
 
-func must[T any](v T, err error) func(testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
+// must is testkit.Must, short: must(f())(t).
+func must[T any](v T, err error) func(testing.TB) T { return testkit.Must(v, err) }
 
 // tries is how many times a test repeats a racy pattern: GOVERBS_SHM_TRIES
 // for a run by hand (issue 11 asks for 0 failures in 100), ci in CI.

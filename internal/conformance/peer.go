@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/verbs"
@@ -123,6 +124,15 @@ type localQP struct {
 	cq *verbs.CQ
 }
 
+// LocalEnv is the Env of a suite run with both devices in this process:
+// a (which the caller closes) against a LocalPeer over b listening on addr,
+// closed, with b, when the test ends.
+func LocalEnv(t *testing.T, a, b *verbs.Device, addr string) *Env {
+	peer := NewLocalPeer(b, addr, t.TempDir())
+	t.Cleanup(func() { peer.Close() })
+	return &Env{A: a, B: peer}
+}
+
 // NewLocalPeer returns a Peer over dev that listens on addr; dir is a
 // directory for file-backed regions.
 func NewLocalPeer(dev *verbs.Device, addr, dir string) *LocalPeer {
@@ -149,16 +159,16 @@ func (p *LocalPeer) id() int {
 	return p.next
 }
 
-func (p *LocalPeer) qp(id int) (*localQP, error) { return lookup(p, p.qps, "QP", id) }
+func (p *LocalPeer) qp(id int) (*localQP, error) { return lookup(p, &p.qps, "QP", id) }
 
-func (p *LocalPeer) mr(id int) (*localMR, error) { return lookup(p, p.mrs, "MR", id) }
+func (p *LocalPeer) mr(id int) (*localMR, error) { return lookup(p, &p.mrs, "MR", id) }
 
-// lookup finds the peer's object id in m (one of p's tables, guarded by
-// p.mu).
-func lookup[T any](p *LocalPeer, m map[int]T, kind string, id int) (T, error) {
+// lookup finds the peer's object id in *table, one of p's tables: the
+// field is read under p.mu, for Close replaces the tables.
+func lookup[T any](p *LocalPeer, table *map[int]T, kind string, id int) (T, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v, ok := m[id]
+	v, ok := (*table)[id]
 	if !ok {
 		return v, fmt.Errorf("conformance: no peer %s %d", kind, id)
 	}

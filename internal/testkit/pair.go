@@ -51,3 +51,15 @@ func PollOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompleti
 		}
 	}
 }
+
+// Must turns a (value, error) result into a check that ends the test on
+// the error: testkit.Must(f())(t).
+func Must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
