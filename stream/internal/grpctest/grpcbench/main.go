@@ -73,6 +73,10 @@ var providers = map[string]func() provider.Provider{
 	"shm":   func() provider.Provider { return shm.New(shm.Options{}) },
 }
 
+// streamConfig is both sides' stream configuration: the defaults but for
+// -pollspin.
+var streamConfig stream.Config
+
 func listenAddr(tr string) string {
 	if tr == "shm" {
 		return ""
@@ -88,6 +92,7 @@ func main() {
 	conc := flag.Int("conc", 16, "concurrent callers in the throughput measurement")
 	dur := flag.Duration("dur", time.Second, "length of the throughput measurement")
 	size := flag.Int("size", 64, "request and reply payload bytes")
+	flag.DurationVar(&streamConfig.PollSpin, "pollspin", 0, "both sides' stream.Config.PollSpin (0: the default; negative: none)")
 	flag.Parse()
 	if *serve != "" {
 		if err := server(strings.Split(*serve, ",")); err != nil {
@@ -116,7 +121,7 @@ func server(trs []string) error {
 			var dev *verbs.Device
 			if dev, err = verbs.Open(providers[tr]()); err == nil {
 				defer dev.Close()
-				l, err = stream.Listen(dev, listenAddr(tr))
+				l, err = streamConfig.Listen(dev, listenAddr(tr))
 			}
 		}
 		if err != nil {
@@ -168,7 +173,7 @@ func startServer(trs []string) (*peer, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(exe, "-serve", strings.Join(trs, ","))
+	cmd := exec.Command(exe, "-serve", strings.Join(trs, ","), "-pollspin", streamConfig.PollSpin.String())
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -226,7 +231,7 @@ func client(trs []string, rounds, calls, conc int, dur time.Duration, size int) 
 			defer dev.Close()
 			addr := addrs[tr]
 			opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				return stream.Dial(ctx, dev, addr)
+				return streamConfig.Dial(ctx, dev, addr)
 			}))
 			target = "passthrough:///" + tr
 		}
