@@ -106,12 +106,7 @@ func runSuite(t *testing.T, spec string) {
 // LocalPeer listening on loopback.
 func newEnv(t *testing.T, spec string) *conformance.Env {
 	p := openProvider(t, spec)
-	a := testkit.Open(t, p)
-	b, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conformance.LocalEnv(t, a, b, "127.0.0.1:0")
+	return conformance.LocalEnv(t, testkit.Open(t, p), p, "127.0.0.1:0")
 }
 
 // TestConformanceTCP runs the suite over fabric:tcp, both devices in this

@@ -6,7 +6,6 @@ import (
 	"github.com/goverbs/goverbs/internal/conformance"
 	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/loopback"
-	"github.com/goverbs/goverbs/verbs"
 )
 
 // TestConformance runs the conformance suite with both sides on one
@@ -14,10 +13,6 @@ import (
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		net := loopback.NewNetwork()
-		b, err := verbs.Open(net.Provider())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conformance.LocalEnv(t, testkit.Open(t, net.Provider()), b, "peer")
+		return conformance.LocalEnv(t, testkit.Open(t, net.Provider()), net.Provider(), "peer")
 	})
 }

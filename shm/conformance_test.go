@@ -26,11 +26,7 @@ func TestConformance(t *testing.T) {
 // process: the same sockets and segments, without a process boundary.
 func TestConformanceOneProcess(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		b, err := verbs.Open(shm.New(shm.Options{Name: "shm-b"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conformance.LocalEnv(t, open(t, "shm-a"), b, "")
+		return conformance.LocalEnv(t, open(t, "shm-a"), shm.New(shm.Options{Name: "shm-b"}), "")
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/loopback"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -14,11 +15,7 @@ import (
 // connection is up finds its receive; a plain QP still starts in RESET
 // and refuses them.
 func TestForCMQPTakesReceivesBeforeConnect(t *testing.T) {
-	dev, err := verbs.Open(loopback.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := testkit.Open(t, loopback.New())
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(16)
 	cp := verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
@@ -54,25 +51,7 @@ func TestForCMQPTakesReceivesBeforeConnect(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ln, err := dev.Listen("cm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = req.Accept(ctx, server, verbs.ConnParam{})
-		}
-		accepted <- err
-	}()
-	if _, err := dev.Dial(ctx, "cm", client, verbs.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-accepted; err != nil {
-		t.Fatal(err)
-	}
+	testkit.Connect(t, ctx, dev, dev, "cm", client, server)
 	msg, _ := pd.RegisterMR([]byte("hello"), 0)
 	if err := client.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{msg.SGE(0, 5)}}}); err != nil {

@@ -125,10 +125,15 @@ type localQP struct {
 }
 
 // LocalEnv is the Env of a suite run with both devices in this process:
-// a (which the caller closes) against a LocalPeer over b listening on addr,
-// closed, with b, when the test ends.
-func LocalEnv(t *testing.T, a, b *verbs.Device, addr string) *Env {
-	peer := NewLocalPeer(b, addr, t.TempDir())
+// a (which the caller closes) against a LocalPeer over a device of b
+// listening on addr, closed, with its device, when the test ends.
+func LocalEnv(t *testing.T, a *verbs.Device, b verbs.Provider, addr string) *Env {
+	t.Helper()
+	dev, err := verbs.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := NewLocalPeer(dev, addr, t.TempDir())
 	t.Cleanup(func() { peer.Close() })
 	return &Env{A: a, B: peer}
 }
