@@ -202,6 +202,21 @@
 // rather than one goroutine with a select loop. Every state machine takes
 // the time as an argument; the tests drive it.
 //
+// A goroutine that busy-polls a CQ of the device reads the socket itself:
+// after 64 empty Polls with no Wait between them the reader goroutine
+// parks, and each empty Poll receives what is queued without waiting and
+// runs the turn on the polling goroutine, so a spinning process needs no
+// other thread woken to see a packet (two processes spinning on two CPUs
+// otherwise waited for the kernel's time slice, about 2 ms, per message).
+// A Wait on any of the device's CQs, or a millisecond without an empty
+// Poll, gives the socket back to the reader (drive.go; the counter
+// rx_polled_datagrams shows who read).
+//
+// The QPs' timers (ACK timeout, RNR wait, the probe for an owed ACK, a
+// READ's linger, a drain) are kept in a heap by deadline, and a turn
+// re-keys only the QPs it touched, so no turn costs time in proportion to
+// the number of idle QPs (timers.go).
+//
 // # Completions and counters
 //
 // A WRITE completes when the responder's ACK arrives (Caps.WriteCompletion

@@ -61,6 +61,15 @@ type engine struct {
 	timer   *time.Timer
 	timerAt time.Time // when timer fires; zero when stopped
 	active  []*qpConn // QPs that may have packets to send
+	// The QPs' timers (timers.go): the QPs with a deadline, by deadline;
+	// those whose deadline may have changed this turn; expire's buffer.
+	timers  timerHeap
+	touched []*qpConn
+	due     []*qpConn
+	// timerVisits counts the QPs arm and expire looked at, for the test
+	// that holds them to the QPs a turn touched.
+	timerVisits uint64
+
 	tx      *txBatch
 	rxCRC   seedCache
 	stopped bool
@@ -308,6 +317,7 @@ func (e *engine) drainNotify(now time.Time) {
 	for i, c := range list {
 		list[i] = nil
 		c.handle(c.pending.Swap(0), now)
+		e.touch(c)
 	}
 	e.spare = list[:0]
 }
@@ -328,6 +338,7 @@ const txQuota = 64
 func (e *engine) transmit(now time.Time) {
 	keep := e.active[:0]
 	for _, c := range e.active {
+		e.touch(c)
 		if c.attached && c.transmit(e.tx, now, txQuota) {
 			keep = append(keep, c)
 			continue
@@ -338,7 +349,8 @@ func (e *engine) transmit(now time.Time) {
 	e.active = keep
 }
 
-// expire runs the timers of the QPs whose deadline has passed.
+// expire runs the timers of the QPs whose deadline has passed: those at
+// the top of the heap, not every QP.
 func (e *engine) expire(now time.Time) {
 	if e.fired.Swap(false) {
 		e.timerAt = time.Time{} // the runtime timer is spent
@@ -347,11 +359,23 @@ func (e *engine) expire(now time.Time) {
 		return
 	}
 	e.timerAt = time.Time{}
-	for _, c := range e.qps {
-		if d := c.deadline(); !d.IsZero() && !now.Before(d) {
+	e.rekey()
+	due := e.due[:0]
+	for c := e.timers.min(); c != nil && !now.Before(c.timerKey); c = e.timers.min() {
+		e.timers.remove(0)
+		due = append(due, c)
+	}
+	for i, c := range due {
+		due[i] = nil
+		e.timerVisits++
+		// The key may be stale (the deadline moved later or went):
+		// the deadline itself decides, and arm re-keys.
+		if d := c.deadline(); c.attached && !d.IsZero() && !now.Before(d) {
 			c.onTimer(now)
 		}
+		e.touch(c)
 	}
+	e.due = due[:0]
 	if e.cm != nil {
 		e.cm.tick(now)
 	}
@@ -363,11 +387,10 @@ func (e *engine) expire(now time.Time) {
 // wake the thread parked in the netpoller, which on a busy machine costs
 // more than the turn, and the ACK deadline moves with every packet.
 func (e *engine) arm() {
+	e.rekey()
 	var next time.Time
-	for _, c := range e.qps {
-		if d := c.deadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
-			next = d
-		}
+	if c := e.timers.min(); c != nil {
+		next = c.timerKey
 	}
 	if e.cm != nil {
 		if d := e.cm.next(); !d.IsZero() && (next.IsZero() || d.Before(next)) {

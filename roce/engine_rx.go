@@ -145,6 +145,7 @@ func (e *engine) packet(src netip.AddrPort, data []byte, now time.Time) {
 	} else {
 		c.resp.input(&p, now)
 	}
+	e.touch(c)
 }
 
 // drop counts a dropped packet on the device and, when it names one, on
@@ -209,6 +210,7 @@ func (e *engine) barrier(seq uint32) {
 	for _, c := range e.qps {
 		if c.draining && ib.PSN(seq).Diff(ib.PSN(c.drainSeq)) >= 0 {
 			c.flushErr()
+			e.touch(c)
 		}
 	}
 }

@@ -16,3 +16,15 @@ func RaceSync() {
 	raceAcquireSent()
 	raceReleaseAll()
 }
+
+// TimerVisits is how many QPs the timers of the device p opened last have
+// looked at (engine.timerVisits).
+func TimerVisits(p *Provider) uint64 {
+	l, err := p.opened()
+	if err != nil {
+		return 0
+	}
+	l.eng.mu.Lock()
+	defer l.eng.mu.Unlock()
+	return l.eng.timerVisits
+}

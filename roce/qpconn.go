@@ -35,6 +35,10 @@ type qpConn struct {
 
 	attached bool // in e.qps
 	active   bool // in e.active
+	touched  bool // in e.touched: its deadline may have changed (timers.go)
+	timerIdx int  // its index in e.timers plus one; 0 when not there
+	// timerKey is its key in e.timers: its deadline when last re-keyed.
+	timerKey time.Time
 	errored  bool // the QP entered ERR: take no more work
 
 	// draining: the QP entered ERR but the requester still takes the
@@ -108,6 +112,7 @@ func (c *qpConn) Disconnect() {
 		}
 		c.e.tx.flush()
 		c.resp.completeDone(true) // every ACK is in the socket
+		c.e.touch(c)              // the responses may hold regions (a linger)
 	}
 	if c.ib != nil && !c.e.stopped {
 		// The DREQ leaves behind the ACKs, from the same socket: the
@@ -216,6 +221,9 @@ func (c *qpConn) flushErr() {
 func (c *qpConn) release() {
 	if c.draining {
 		c.flushErr() // what the requester holds is flushed, not lost
+	}
+	if c.timerIdx != 0 {
+		c.e.timers.remove(c.timerIdx - 1)
 	}
 	if c.attached {
 		// Receives that wait for an ACK complete before the soft device
