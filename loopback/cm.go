@@ -81,11 +81,8 @@ func (r *connReq) PrivateData() []byte       { return r.param.PrivateData }
 func (r *connReq) Param() provider.ConnParam { return r.param }
 
 func (r *connReq) Reject(privateData []byte) error {
-	if err := checkPrivateData(privateData); err != nil {
+	if err := r.Answer(true, checkPrivateData(privateData), fmt.Errorf("%w (or abandoned)", cmkit.ErrAnswered)); err != nil {
 		return err
-	}
-	if !r.Take() {
-		return fmt.Errorf("%w (or abandoned)", cmkit.ErrAnswered)
 	}
 	r.reply <- connReply{err: cmkit.Rejected(privateData, "")}
 	return nil
@@ -102,14 +99,9 @@ func (r *connReq) refuse(err error) {
 // ORD each side can honour: a side's ORD never exceeds the other's IRD.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	if !ok || q.Device() != r.ln.dev {
-		return provider.ConnInfo{}, cmkit.ForeignQP()
-	}
-	if err := checkPrivateData(param.PrivateData); err != nil {
+	gaveUp := fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
+	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), gaveUp); err != nil {
 		return provider.ConnInfo{}, err
-	}
-	if !r.Take() {
-		return provider.ConnInfo{}, fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
 	}
 	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())
 	accAttr := establishAttr(r.from, acc, min(acc.InitiatorDepth, dial.ResponderResources), acc.ResponderResources)

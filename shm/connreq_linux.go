@@ -38,11 +38,8 @@ func (r *connReq) close() {
 
 // Reject refuses the request, sending privateData to the dialer.
 func (r *connReq) Reject(privateData []byte) error {
-	if err := checkPrivateData(privateData); err != nil {
+	if err := r.Answer(true, checkPrivateData(privateData), cmkit.ErrAnswered); err != nil {
 		return err
-	}
-	if !r.Take() {
-		return cmkit.ErrAnswered
 	}
 	defer r.close()
 	rej := reject{pdata: privateData}
@@ -54,14 +51,8 @@ func (r *connReq) Reject(privateData []byte) error {
 // (RTU) or fails when it does not within ctx.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	if !ok || q.Device() != r.ln.dev {
-		return provider.ConnInfo{}, cmkit.ForeignQP()
-	}
-	if err := checkPrivateData(param.PrivateData); err != nil {
+	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), cmkit.ErrAnswered); err != nil {
 		return provider.ConnInfo{}, err
-	}
-	if !r.Take() {
-		return provider.ConnInfo{}, cmkit.ErrAnswered
 	}
 	l := r.ln.l
 	deadline := cmkit.DeadlineOf(ctx, l.cfg.Timeout)

@@ -23,6 +23,23 @@ type Claim struct {
 // Take claims the request; it reports false to every caller but the first.
 func (c *Claim) Take() bool { return c.taken.CompareAndSwap(false, true) }
 
+// Answer makes the checks every Accept makes before it touches its QP,
+// in this order, and claims the request when they pass: the QP is one of
+// the listener's device's (own), the private data fits (pdErr, from
+// CheckPrivateData), and nobody else claimed the request (taken is the
+// error then: ErrAnswered, or what a claim by the dialer's give-up means).
+func (c *Claim) Answer(own bool, pdErr, taken error) error {
+	switch {
+	case !own:
+		return ForeignQP()
+	case pdErr != nil:
+		return pdErr
+	case !c.Take():
+		return taken
+	}
+	return nil
+}
+
 // Pending reports whether nobody has claimed the request yet.
 func (c *Claim) Pending() bool { return !c.taken.Load() }
 

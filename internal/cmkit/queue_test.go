@@ -110,3 +110,20 @@ func TestTimeoutOrMatchesTheContext(t *testing.T) {
 		t.Fatalf("TimeoutOr of a live context: %v, want the error itself", err)
 	}
 }
+
+func TestAnswerChecksInOrderAndClaimsOnce(t *testing.T) {
+	var c Claim
+	big := CheckPrivateData("test", make([]byte, 9), 8)
+	if err := c.Answer(false, big, ErrAnswered); !errors.Is(err, provider.ErrInvalidArgument) || !c.Pending() {
+		t.Fatalf("foreign QP: %v (pending %v), want ErrInvalidArgument and no claim", err, c.Pending())
+	}
+	if err := c.Answer(true, big, ErrAnswered); err != big || !c.Pending() {
+		t.Fatalf("long private data: %v (pending %v), want its error and no claim", err, c.Pending())
+	}
+	if err := c.Answer(true, nil, ErrAnswered); err != nil || c.Pending() {
+		t.Fatalf("first answer: %v (pending %v), want the claim", err, c.Pending())
+	}
+	if err := c.Answer(true, nil, ErrAnswered); !errors.Is(err, provider.ErrInvalidState) {
+		t.Fatalf("second answer: %v, want ErrAnswered", err)
+	}
+}
