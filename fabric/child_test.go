@@ -4,6 +4,7 @@ package fabric_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -67,34 +68,44 @@ func serveChild(mode string) error {
 	}
 	switch mode {
 	case childVictim:
-		serveVictim(d)
+		err = serveVictim(d)
 	case childPingPong:
-		servePingPong(d, strings.Fields(os.Getenv("GOVERBS_FABRIC_CHILD_ARGS")))
+		err = servePingPong(d, strings.Fields(os.Getenv("GOVERBS_FABRIC_CHILD_ARGS")))
 	}
-	return d.Close()
+	return errors.Join(err, d.Close())
+}
+
+// listenOnce listens on loopback, announces where (and what the child
+// offers: announce), accepts one connection with qp and closes the
+// listener.
+func listenOnce(d *verbs.Device, qp *verbs.QP, pdata []byte, announce func(addr string)) error {
+	ln, err := d.Listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	announce(ln.Addr())
+	req, err := ln.Accept(context.Background())
+	if err != nil {
+		return err
+	}
+	_, err = req.Accept(context.Background(), qp, verbs.ConnParam{PrivateData: pdata})
+	return err
 }
 
 // serveVictim accepts one connection with a QP that posts no receive,
 // exposes a 1 MiB region, and waits to be killed.
-func serveVictim(d *verbs.Device) {
+func serveVictim(d *verbs.Device) error {
 	pd, _ := d.AllocPD()
 	cq, _ := d.CreateCQ(64)
 	qp, _ := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	mr, err := pd.RegisterMR(make([]byte, 1<<20), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "victim:", err)
-		os.Exit(3)
-	}
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "victim:", err)
-		os.Exit(3)
+		return err
 	}
 	r := mr.Remote()
-	fmt.Printf("%s %d %d %d\n", ln.Addr(), r.Addr, r.Len, r.RKey)
-	req, err := ln.Accept(context.Background())
-	if err == nil {
-		req.Accept(context.Background(), qp, verbs.ConnParam{})
+	if err := listenOnce(d, qp, nil, func(addr string) { fmt.Printf("%s %d %d %d\n", addr, r.Addr, r.Len, r.RKey) }); err != nil {
+		return err
 	}
 	select {} // until killed
 }

@@ -130,31 +130,22 @@ func (p *pingPonger) close() {
 
 // servePingPong is the child process of the ping-pong: it echoes every
 // message until the connection ends.
-func servePingPong(d *verbs.Device, args []string) {
+func servePingPong(d *verbs.Device, args []string) error {
 	size, _ := strconv.Atoi(args[0])
 	p, err := newPingPonger(d, size)
 	if err == nil {
 		err = p.postRecvs()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "pingpong server:", err)
-		os.Exit(3)
+		return err
 	}
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pingpong server:", err)
-		os.Exit(3)
-	}
-	fmt.Println(ln.Addr())
-	req, err := ln.Accept(context.Background())
-	if err == nil {
-		_, err = req.Accept(context.Background(), p.qp, verbs.ConnParam{})
-	}
+	err = listenOnce(d, p.qp, nil, func(addr string) { fmt.Println(addr) })
 	for err == nil {
 		if err = p.awaitRecv(); err == nil {
 			err = p.sendOne()
 		}
 	}
+	return nil // the connection ended: the test is done with us
 }
 
 // goPingPong runs iters round trips of size bytes against a child server
