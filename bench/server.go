@@ -63,20 +63,26 @@ func serveConn(ctx context.Context, conn net.Conn, inproc *inProcess, host strin
 	if err := sv.hello(ctx); err != nil {
 		return err
 	}
+	return sv.serve(ctx, "setup", "bye", func(m message) error { return sv.session(ctx, m) }, func() error { return nil })
+}
+
+// serve answers the client's messages: each op goes to handle, until
+// last, which end answers; anything else is a protocol error.
+func (sv *server) serve(ctx context.Context, op, last string, handle func(message) error, end func() error) error {
 	for {
 		m, err := sv.c.recv(ctx)
 		if err != nil {
 			return err
 		}
 		switch m.Op {
-		case "bye":
-			return nil
-		case "setup":
-			if err := sv.session(ctx, m); err != nil {
+		case last:
+			return end()
+		case op:
+			if err := handle(m); err != nil {
 				return err
 			}
 		default:
-			return &ProtocolError{Want: "setup or bye", Got: m.Op}
+			return &ProtocolError{Want: op + " or " + last, Got: m.Op}
 		}
 	}
 }
@@ -145,22 +151,9 @@ func (sv *server) session(ctx context.Context, m message) error {
 	if err := sv.c.send(message{Op: "ok"}); err != nil {
 		return err
 	}
-	for {
-		m, err := sv.c.recv(ctx)
-		if err != nil {
-			return err
-		}
-		switch m.Op {
-		case "teardown":
-			return errors.Join(s.close(), sv.c.send(message{Op: "ok"}))
-		case "start":
-			if err := sv.trial(ctx, s, t, m.Trial); err != nil {
-				return err
-			}
-		default:
-			return &ProtocolError{Want: "start or teardown", Got: m.Op}
-		}
-	}
+	return sv.serve(ctx, "start", "teardown",
+		func(m message) error { return sv.trial(ctx, s, t, m.Trial) },
+		func() error { return errors.Join(s.close(), sv.c.send(message{Op: "ok"})) })
 }
 
 // build creates the server's side of a session; accept waits until the
