@@ -247,7 +247,7 @@ func TestCloseUnblocks(t *testing.T) {
 		var worst []time.Duration
 		for range tries {
 			w := closeWhileBlocked(t, dev, tr)
-			t.Logf("DBGLAT %v", w)
+			t.Logf("the later waiter returned %v after Close", w)
 			if w <= bound {
 				return
 			}
@@ -262,9 +262,12 @@ func TestCloseUnblocks(t *testing.T) {
 func closeWhileBlocked(t *testing.T, dev *verbs.Device, tr transport) time.Duration {
 	c1, c2, stop := pipe(t, dev, tr)
 	defer stop()
-	// Fill the pipe so that the Write blocks.
-	c1.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	// Fill the pipe so that the Write blocks: write until one Write has
+	// been blocked for 50ms. (One deadline for the whole fill ended it
+	// early on a loaded machine once the rings were 1 MiB, and the
+	// "blocked" Write below then completed.)
 	for {
+		c1.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 		if _, err := c1.Write(make([]byte, 64<<10)); err != nil {
 			break
 		}
@@ -276,7 +279,8 @@ func closeWhileBlocked(t *testing.T, dev *verbs.Device, tr transport) time.Durat
 	}
 	rets := make(chan ret, 2)
 	go func() { _, err := c1.Read(make([]byte, 1)); rets <- ret{time.Now(), err} }()
-	go func() { _, err := c1.Write(make([]byte, 1<<20)); rets <- ret{time.Now(), err} }()
+	// More than both rings hold: it cannot complete while c2 reads nothing.
+	go func() { _, err := c1.Write(make([]byte, 8<<20)); rets <- ret{time.Now(), err} }()
 	time.Sleep(20 * time.Millisecond) // let both block
 	var closedAt time.Time
 	started, closeReturned := make(chan struct{}), make(chan struct{})
