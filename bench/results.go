@@ -102,7 +102,7 @@ func (cl *client) method(t Test) string {
 	case t.Socket:
 		return "blocking socket I/O through Go's netpoller"
 	case t.Stream:
-		return "blocking stream.Conn Read and Write (rsocket's wire); the stream's progress goroutine waits on the CQ"
+		return "blocking stream.Conn Read and Write (rsocket's wire); the stream's progress goroutine polls its CQ for stream.Config.PollSpin (10 µs) after completions, then waits on it"
 	case t.Name == "write-lat" && !raceEnabled && !cl.cfg.Events:
 		return "detects the peer's WRITE by polling the buffer's last byte (perftest); " + poll
 	case t.Name == "write-lat":
