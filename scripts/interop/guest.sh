@@ -256,8 +256,9 @@ phase_capture() {
 # stream's rsocket wire (iWARP mode: WRITE, then the message in a SEND),
 # against rstream as server (-b) and as client (-s). Both run rstream's byte
 # counter (-T v) and check every byte; -T b makes the C side block instead
-# of spinning on the guest's two CPUs. No rxe rows: rsocket over rxe
-# connects through the IB CM, which goverbs' roce transport does not speak.
+# of spinning on the guest's two CPUs. No rxe rows yet: rsocket over rxe
+# connects through the IB CM, which roce speaks (roce.CMIB), but goverbs
+# rstream --transport roce opens its device without it (not yet tried).
 phase_rstream() {
     local size n
     local RETRY_ON="connection reset by peer"
