@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -24,7 +25,7 @@ func newPair(tb testing.TB, opts ...iwarp.Option) *pair {
 	p := &pair{pa: must(a.AllocPD()), pb: must(b.AllocPD())}
 	p.qa, p.cqa = newQP(tb, a, p.pa)
 	p.qb, p.cqb = newQP(tb, b, p.pb)
-	connectPair(tb, ctx, a, b, p.qa, p.qb)
+	testkit.Connect(tb, ctx, a, b, "127.0.0.1:0", p.qa, p.qb)
 	tb.Cleanup(func() { p.qa.Close(); p.qb.Close() })
 	return p
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -37,12 +38,12 @@ func TestExtensionsNeedBothPeers(t *testing.T) {
 			pa, pb := must(a.AllocPD()), must(strict.AllocPD())
 			qa, cqa := newQP(t, a, pa)
 			qb, _ := newQP(t, strict, pb)
-			connectPair(t, ctx, a, strict, qa, qb)
+			testkit.Connect(t, ctx, a, strict, "127.0.0.1:0", qa, qb)
 			src := must(pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
 			dst := must(pb.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
 			// Plain RDMA works.
 			qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
-			if wc := pollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+			if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
 				t.Fatalf("READ against a peer without extensions: %v", wc.Status)
 			}
 			wr := verbs.SendWR{ID: 2, Opcode: tc.op, Flags: verbs.SendSignaled, Remote: dst.Remote().At(8), Flush: verbs.FlushGlobal}
@@ -52,7 +53,7 @@ func TestExtensionsNeedBothPeers(t *testing.T) {
 			if err := qa.PostSend([]verbs.SendWR{wr}); err != nil {
 				t.Fatal(err)
 			}
-			wc := pollOne(t, ctx, cqa)
+			wc := testkit.PollOne(t, ctx, cqa)
 			if wc.Status != verbs.StatusLocQPOpErr || wc.VendorErr != iwarp.VendorNotNegotiated|uint32(tc.need) {
 				t.Fatalf("%v against a peer without extensions: %v vendor %#x, want %v vendor %#x",
 					tc.op, wc.Status, wc.VendorErr, verbs.StatusLocQPOpErr, iwarp.VendorNotNegotiated|uint32(tc.need))
@@ -85,11 +86,11 @@ func TestLocalCompletion(t *testing.T) {
 	pa, pb := must(a.AllocPD()), must(b.AllocPD())
 	qa, cqa := newQP(t, a, pa)
 	qb, _ := newQP(t, b, pb)
-	connectPair(t, ctx, a, b, qa, qb)
+	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
 	src := must(pa.RegisterMR([]byte("local!!!"), verbs.AccessLocalWrite))
 	dst := must(pb.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
 	qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
-	if wc := pollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+	if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
 		t.Fatal(wc.Status)
 	}
 	if n := counter(qa, "probes"); n != 0 {

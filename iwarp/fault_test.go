@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -43,7 +44,7 @@ func TestFaultsDelayAndSplit(t *testing.T) {
 		pda, pdb := must(a.AllocPD()), must(b.AllocPD())
 		qa, cqa := newQP(t, a, pda)
 		qb, cqb := newQP(t, b, pdb)
-		connectPair(t, ctx, a, b, qa, qb)
+		testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
 		const max = 64 << 10
 		src := must(pda.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
 		back := must(pda.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
@@ -58,10 +59,10 @@ func TestFaultsDelayAndSplit(t *testing.T) {
 			case 0: // WRITE, then READ it back
 				post(t, qa, verbs.SendWR{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 					SGL: []verbs.SGE{src.SGE(0, n)}, Remote: dst.Remote().At(0)})
-				expectOK(t, pollOne(t, ctx, cqa))
+				expectOK(t, testkit.PollOne(t, ctx, cqa))
 				post(t, qa, verbs.SendWR{ID: 2, Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
 					SGL: []verbs.SGE{back.SGE(0, n)}, Remote: dst.Remote().At(0)})
-				expectOK(t, pollOne(t, ctx, cqa))
+				expectOK(t, testkit.PollOne(t, ctx, cqa))
 				if !bytes.Equal(back.Bytes()[:n], src.Bytes()[:n]) {
 					t.Fatalf("seed %d op %d: READ of %d bytes returned other bytes", seed, i, n)
 				}
@@ -70,8 +71,8 @@ func TestFaultsDelayAndSplit(t *testing.T) {
 					t.Fatal(err)
 				}
 				post(t, qa, verbs.SendWR{ID: 4, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, n)}})
-				expectOK(t, pollOne(t, ctx, cqa))
-				wc := pollOne(t, ctx, cqb)
+				expectOK(t, testkit.PollOne(t, ctx, cqa))
+				wc := testkit.PollOne(t, ctx, cqb)
 				expectOK(t, wc)
 				if int(wc.ByteLen) != n || !bytes.Equal(dst.Bytes()[:n], src.Bytes()[:n]) {
 					t.Fatalf("seed %d op %d: SEND of %d bytes received %d, or other bytes", seed, i, n, wc.ByteLen)
@@ -99,7 +100,7 @@ func TestFaultsCorruptionCaughtByCRC(t *testing.T) {
 	pda, pdb := must(a.AllocPD()), must(b.AllocPD())
 	qa, cqa := newQP(t, a, pda)
 	qb, _ := newQP(t, b, pdb)
-	connectPair(t, ctx, a, b, qa, qb)
+	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
 	const n = 4096
 	src := must(pda.RegisterMR(bytes.Repeat([]byte{0x5a}, n), verbs.AccessLocalWrite))
 	back := must(pda.RegisterMR(make([]byte, n), verbs.AccessLocalWrite))
@@ -108,14 +109,14 @@ func TestFaultsCorruptionCaughtByCRC(t *testing.T) {
 	for i := 0; i < 400 && !failed; i++ {
 		post(t, qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{src.SGE(0, n)}, Remote: dst.Remote().At(0)})
-		if wc := pollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+		if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
 			failed = true
 			break
 		}
 		clear(back.Bytes())
 		post(t, qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{back.SGE(0, n)}, Remote: dst.Remote().At(0)})
-		wc := pollOne(t, ctx, cqa)
+		wc := testkit.PollOne(t, ctx, cqa)
 		if wc.Status != verbs.StatusSuccess {
 			failed = true
 			break

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -130,7 +131,7 @@ func TestFinalNoticeConfirms(t *testing.T) {
 				SGL: []verbs.SGE{src.SGE(0, 4)}}}); err != nil {
 				t.Fatal(err)
 			}
-			if wc := pollOne(t, ctx, cq); wc.ID != 7 || wc.Status != tc.want {
+			if wc := testkit.PollOne(t, ctx, cq); wc.ID != 7 || wc.Status != tc.want {
 				t.Fatalf("SEND completed %+v (%v), want %v", wc, wc.Status, tc.want)
 			}
 			waitState(t, qp, verbs.StateErr)
@@ -163,7 +164,7 @@ func TestFinalNoticeSent(t *testing.T) {
 			v.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if wc := pollOne(t, ctx, cq); wc.Status != verbs.StatusSuccess || wc.ByteLen != 4 {
+			if wc := testkit.PollOne(t, ctx, cq); wc.Status != verbs.StatusSuccess || wc.ByteLen != 4 {
 				t.Fatalf("receive completed %+v (%v)", wc, wc.Status)
 			}
 			// Half of a second SEND: never handled, never counted.

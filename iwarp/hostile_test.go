@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -474,7 +475,7 @@ func (h *honest) check() {
 		SGL: []verbs.SGE{h.buf.SGE(0, 64)}, Remote: h.remote.At(64)}}); err != nil {
 		h.t.Fatal(err)
 	}
-	if wc := pollOne(h.t, ctx, h.cq); wc.Status != verbs.StatusSuccess {
+	if wc := testkit.PollOne(h.t, ctx, h.cq); wc.Status != verbs.StatusSuccess {
 		h.t.Fatalf("the honest connection failed after the attacks: %v", wc.Status)
 	}
 	if !bytes.Equal(h.buf.Bytes(), pattern(regionSize, 3)[64:128]) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -63,7 +64,7 @@ func TestReadsAtFullORD(t *testing.T) {
 		post(i)
 	}
 	for i := depth; i < reads+depth; i++ {
-		wc := pollOne(t, ctx, cqa)
+		wc := testkit.PollOne(t, ctx, cqa)
 		if wc.Status != verbs.StatusSuccess {
 			t.Fatalf("READ %d of %d at full ORD: %+v", wc.ID, reads, wc)
 		}

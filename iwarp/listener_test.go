@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -74,7 +75,7 @@ func TestListenerCloseAfterAccept(t *testing.T) {
 		}{{qa, cqa, ma, mb}, {qb, cqb, mb, ma}} {
 			side.qp.PostSend([]verbs.SendWR{{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 				SGL: []verbs.SGE{side.src.SGE(0, 8)}, Remote: side.dst.Remote().At(8)}})
-			if wc := pollOne(t, ctx, side.cq); wc.Status != verbs.StatusSuccess {
+			if wc := testkit.PollOne(t, ctx, side.cq); wc.Status != verbs.StatusSuccess {
 				failed++
 				t.Errorf("try %d: the first WRITE after the listener closed: %v", i, wc.Status)
 				break

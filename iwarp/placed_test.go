@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -88,7 +89,7 @@ func TestPlacedNoticeConfirmsWithoutProbe(t *testing.T) {
 		SGL: []verbs.SGE{src.SGE(0, 4)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := pollOne(t, ctx, cq); wc.ID != 7 || wc.Status != verbs.StatusSuccess {
+	if wc := testkit.PollOne(t, ctx, cq); wc.ID != 7 || wc.Status != verbs.StatusSuccess {
 		t.Fatalf("SEND completed %+v (%v), want SUCCESS", wc, wc.Status)
 	}
 	if st := qp.State(); st != verbs.StateRTS {
@@ -128,10 +129,10 @@ func TestPlacedNoticesBatchAndReplaceProbes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range n {
-		if wc := pollOne(t, ctx, p.cqa); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
+		if wc := testkit.PollOne(t, ctx, p.cqa); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
 			t.Fatalf("SEND %d completed %+v (%v)", i, wc, wc.Status)
 		}
-		if wc := pollOne(t, ctx, p.cqb); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
+		if wc := testkit.PollOne(t, ctx, p.cqb); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
 			t.Fatalf("receive %d completed %+v (%v)", i, wc, wc.Status)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -250,7 +251,7 @@ func newSession(t *testing.T, rec *recorder) *session {
 	}
 	s.qa, s.cqa = newQP(t, a, pa)
 	s.qb, s.cqb = newQP(t, b, pb)
-	connectPair(t, ctx, a, b, s.qa, s.qb)
+	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", s.qa, s.qb)
 	s.msn0, s.msn1, s.msn3 = 1, 1, 1
 	// The dialer's RTR: a zero-length RDMA Write, STag 1, TO 0 (RFC 6581).
 	s.expect(pcapgen.FromClient, "0x00", 1, 1, 0, "", 0, 0)
@@ -328,7 +329,7 @@ func (s *session) do(wr verbs.SendWR, st verbs.Status) {
 	if err := s.qa.PostSend([]verbs.SendWR{wr}); err != nil {
 		s.t.Fatal(err)
 	}
-	wc := pollOne(s.t, s.ctx, s.cqa)
+	wc := testkit.PollOne(s.t, s.ctx, s.cqa)
 	if wc.Status != st {
 		s.t.Fatalf("%v: %v, want %v", wr.Opcode, wc.Status, st)
 	}
@@ -351,7 +352,7 @@ func (s *session) bind(mw *verbs.MW, off int) uint32 {
 	if err := s.qb.PostSend([]verbs.SendWR{wr}); err != nil {
 		s.t.Fatal(err)
 	}
-	if wc := pollOne(s.t, s.ctx, s.cqb); wc.Status != verbs.StatusSuccess {
+	if wc := testkit.PollOne(s.t, s.ctx, s.cqb); wc.Status != verbs.StatusSuccess {
 		s.t.Fatalf("bind: %v", wc.Status)
 	}
 	return mw.RKey()
@@ -383,7 +384,7 @@ func (s *session) run() [2][]string {
 		s.do(step.wr, verbs.StatusSuccess)
 		s.expectSend(step.op, step.n)
 		s.expectPlaced()
-		if wc := pollOne(t, s.ctx, s.cqb); wc.Status != verbs.StatusSuccess || int(wc.ByteLen) != step.n ||
+		if wc := testkit.PollOne(t, s.ctx, s.cqb); wc.Status != verbs.StatusSuccess || int(wc.ByteLen) != step.n ||
 			wc.Flags&verbs.WCWithInv != 0 && wc.InvalidatedRKey != step.inval {
 			t.Fatalf("%s received as %+v", step.op, wc)
 		}
@@ -404,7 +405,7 @@ func (s *session) run() [2][]string {
 		s.expect(c, op, 1, 0, 0, "0", s.msn0, 0)
 		s.msn0++
 		s.expectPlaced()
-		if wc := pollOne(t, s.ctx, s.cqb); wc.Opcode != verbs.WCRecvRDMAImm || wc.Imm != 0xabcdef01 || wc.ByteLen != 8 {
+		if wc := testkit.PollOne(t, s.ctx, s.cqb); wc.Opcode != verbs.WCRecvRDMAImm || wc.Imm != 0xabcdef01 || wc.ByteLen != 8 {
 			t.Fatalf("WRITE_WITH_IMM received as %+v", wc)
 		}
 	}
