@@ -36,17 +36,7 @@ func TestMain(m *testing.M) {
 // connected over TCP on 127.0.0.1.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		a, err := verbs.Open(iwarp.New())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := verbs.Open(iwarp.New())
-		if err != nil {
-			t.Fatal(err)
-		}
-		peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
-		t.Cleanup(func() { peer.Close(); a.Close() })
-		return &conformance.Env{A: a, B: peer}
+		return conformance.LocalEnv(t, openDev(t), iwarp.New(), "127.0.0.1:0")
 	})
 }
 
@@ -57,12 +47,9 @@ func TestConformanceCrossProcess(t *testing.T) {
 		t.Skip("cross-process run skipped in -short mode")
 	}
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		a, err := verbs.Open(iwarp.New())
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openDev(t)
 		peer := conformance.StartRemotePeer(t)
-		t.Cleanup(func() { peer.Close(); a.Close() })
+		t.Cleanup(func() { peer.Close() })
 		return &conformance.Env{A: a, B: peer}
 	})
 }
@@ -80,17 +67,7 @@ func TestConformanceVariants(t *testing.T) {
 				t.Skip("busy polling spins a CPU per connection")
 			}
 			conformance.Run(t, func(t *testing.T) *conformance.Env {
-				a, err := verbs.Open(iwarp.New(v.opts...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := verbs.Open(iwarp.New(v.opts...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
-				t.Cleanup(func() { peer.Close(); a.Close() })
-				return &conformance.Env{A: a, B: peer}
+				return conformance.LocalEnv(t, openDev(t, v.opts...), iwarp.New(v.opts...), "127.0.0.1:0")
 			})
 		})
 	}
