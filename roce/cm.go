@@ -23,6 +23,10 @@ type cmConn struct {
 	mu   sync.Mutex
 	done bool     // closed by this side: the monitor fails no QP
 	qp   *soft.QP // set once established
+	// ep is the endpoint attached for the connection, set by establish
+	// before the monitor starts; the monitor hands it the DREQ's
+	// expected PSN.
+	ep   *qpConn
 	stop chan struct{}
 }
 
@@ -59,7 +63,8 @@ func (c *cmConn) register() bool {
 
 // monitor watches an established connection: a DREQ or the end of the
 // channel (the peer closed it, or its process died) moves the QP to ERR
-// with EventPeerDisconnected.
+// with EventPeerDisconnected. A DREQ's expected PSN reaches the endpoint
+// before the QP fails, so the turn that handles the failure has it.
 func (c *cmConn) monitor(qp *soft.QP) {
 	c.qp = qp
 	c.nc.SetDeadline(time.Time{})
@@ -75,6 +80,9 @@ func (c *cmConn) monitor(qp *soft.QP) {
 			c.mu.Unlock()
 			c.nc.Close()
 			c.unregister()
+			if err == nil && m.PSNKnown && c.ep != nil && !mine {
+				c.ep.peerExecuted(m.PSN)
+			}
 			if !mine {
 				qp.Fail(provider.EventPeerDisconnected, provider.ErrDisconnected)
 			}
@@ -92,12 +100,13 @@ func (c *cmConn) unregister() {
 }
 
 // disconnect sends a DREQ and closes the channel. It does not wait for the
-// peer: a dead peer must not delay the local QP's move to ERR.
-func (c *cmConn) disconnect() {
+// peer: a dead peer must not delay the local QP's move to ERR. When known,
+// ePSN is the responder's expected PSN, which the DREQ carries (cm_msg.go).
+func (c *cmConn) disconnect(ePSN uint32, known bool) {
 	c.mu.Lock()
 	if !c.done {
 		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-		c.nc.Write(appendCM(nil, &cmMsg{Type: cmDREQ}))
+		c.nc.Write(appendCM(nil, &cmMsg{Type: cmDREQ, PSN: ePSN, PSNKnown: known}))
 	}
 	c.mu.Unlock()
 	c.close()
@@ -177,6 +186,7 @@ func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, peer netip.AddrPort,
 		c.Detach()
 		return nil, err
 	}
+	cm.ep = c
 	c.SendReady() // the requester takes its PSN now, not at the first post
 	return c, nil
 }

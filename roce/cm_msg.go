@@ -19,6 +19,19 @@ import (
 // process's connections down.
 //
 // Framing: type (1 byte), body length (2 bytes, big-endian), body.
+//
+// A DREQ's body is empty or 4 bytes: the disconnecting side's responder's
+// expected PSN (big-endian, the top byte reserved and zero), read under
+// the engine's turn after its last ACKs went to the socket: the responder
+// executed every request before that PSN. The receiving requester takes
+// it as an ACK of the SENDs and WRITEs before it (qpConn.flushErr), so a
+// message the peer received completes successfully even when its ACK
+// datagram was lost (SEMANTICS 16a); READs and atomics still need their
+// response data. An empty body (a goverbs peer of before, or a QP that
+// was already in ERR) means "unknown", and only the ACKs that arrived
+// count. Bytes after the fourth are reserved and ignored. A peer of before
+// rejects a non-empty DREQ as malformed, which ends the side channel and
+// fails its QP with EventPeerDisconnected, just as the DREQ would.
 
 // cmType is a side-channel message type.
 type cmType uint8
@@ -53,7 +66,8 @@ func (t cmType) String() string {
 var cmMagic = [4]byte{'G', 'V', 'R', '2'}
 
 // cmMsg is a decoded side-channel message. REQ and REP use every field
-// but Reason; REJ only PrivateData and Reason; RTU and DREQ none.
+// but Reason and PSNKnown; REJ only PrivateData and Reason; DREQ PSN (the
+// sender's responder's expected PSN) when PSNKnown; RTU none.
 type cmMsg struct {
 	Type     cmType
 	QPN      uint32
@@ -66,7 +80,11 @@ type cmMsg struct {
 	Cookie   cookie         // what the receiver must probe the sender with from its Addr
 	Private  []byte
 	Reason   string // why a REJ refused (at most 255 bytes), for the peer's error
+	PSNKnown bool   // DREQ: PSN is the sender's expected PSN
 }
+
+// cmDREQLen is the length of a DREQ body that carries the expected PSN.
+const cmDREQLen = 4
 
 // Sizes of the encoding.
 const (
@@ -100,6 +118,10 @@ func appendCM(b []byte, m *cmMsg) []byte {
 		r := m.Reason[:min(len(m.Reason), 255)]
 		b = append(b, byte(len(r)))
 		b = append(b, r...)
+	case cmDREQ:
+		if m.PSNKnown {
+			b = binary.BigEndian.AppendUint32(b, m.PSN&0xFFFFFF)
+		}
 	}
 	binary.BigEndian.PutUint16(b[start-2:], uint16(len(b)-start))
 	return b
@@ -127,9 +149,18 @@ func readCM(r io.Reader) (cmMsg, error) {
 func parseCM(t cmType, b []byte) (cmMsg, error) {
 	m := cmMsg{Type: t}
 	switch t {
-	case cmRTU, cmDREQ:
+	case cmRTU:
 		if len(b) != 0 {
 			return m, errCMFormat
+		}
+		return m, nil
+	case cmDREQ:
+		switch {
+		case len(b) == 0:
+		case len(b) < cmDREQLen:
+			return m, errCMFormat
+		default:
+			m.PSN, m.PSNKnown = binary.BigEndian.Uint32(b)&0xFFFFFF, true
 		}
 		return m, nil
 	case cmREQ, cmREP:

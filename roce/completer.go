@@ -231,3 +231,25 @@ func (r *requester) onRNR(psn ib.PSN, t ib.RNRTimer, now time.Time) {
 	r.rnrWait, r.rnrPSN, r.rnrUntil = true, psn, now.Add(t.Duration())
 	r.ackDue = time.Time{}
 }
+
+// ackExecuted completes, oldest first, the SEND and WRITE WQEs whose every
+// PSN is before ePSN, the expected PSN the peer's responder reported in
+// its DREQ (cm_msg.go): it executed them, so they complete successfully,
+// as the ACK that was lost would have completed them. It stops at a READ
+// or atomic, which needs its response data, and at FLUSH and ATOMIC
+// WRITE, which need their responses too; what follows them completes in
+// order behind them or is flushed with them. A PSN outside what was sent
+// is ignored: the peer cannot acknowledge what it never received.
+// Precondition: e.mu is held.
+func (r *requester) ackExecuted(ePSN ib.PSN) {
+	if !r.started || r.failed || r.n == 0 || ePSN.Diff(r.una) <= 0 || ePSN.Diff(r.nextPSN) > 0 {
+		return
+	}
+	for r.n > 0 {
+		w := r.at(0)
+		if w.kind != kindAcked || w.sent < w.npkts || w.last().Diff(ePSN) >= 0 {
+			return
+		}
+		r.complete(provider.StatusSuccess)
+	}
+}

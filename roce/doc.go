@@ -227,7 +227,13 @@
 // one) is in the socket (resp_done.go): a server that polls a client's
 // last message and exits at once, without closing anything, still leaves
 // the client's SEND successful. Disconnect and Close send every ACK owed
-// before the DREQ. Per-QP counters (packets,
+// before the DREQ, and the side channel's DREQ carries the responder's
+// expected PSN (a 4-byte body; an empty one, from a goverbs of before,
+// means unknown): the peer takes it as the ACK of its SENDs and WRITEs
+// before that PSN, so a delivered message completes successfully even
+// when its last ACK datagram was lost; a READ or atomic whose response
+// was lost is still flushed. The IB CM's DREQ MAD has no room for it.
+// Per-QP counters (packets,
 // bytes, retransmissions, timeouts, NAKs by kind sent and received, RNR
 // waits, duplicates, foreign and corrupt packets dropped) come from
 // verbs.QP.Counters; Provider.Counters adds the device's (packets for no

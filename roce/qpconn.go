@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -49,8 +50,12 @@ type qpConn struct {
 	drainEnd time.Time // when it stops waiting whatever the answer
 
 	pending atomic.Uint32
-	cm      *cmConn // the side channel; nil for a manual connection
-	ib      *ibConn // the IB CM's connection (cm_ib.go); guarded by the turn
+	// peerEPSN is the expected PSN the peer's DREQ reported, with
+	// peerEPSNKnown set; zero if none came. Written by the side channel's
+	// monitor before it fails the QP, read in turns (ackPeerExecuted).
+	peerEPSN atomic.Uint32
+	cm       *cmConn // the side channel; nil for a manual connection
+	ib       *ibConn // the IB CM's connection (cm_ib.go); guarded by the turn
 }
 
 // Compile-time checks.
@@ -99,8 +104,13 @@ func (c *qpConn) Errored() { c.e.post(c, flagErr) }
 // responder acknowledges everything it executed and sends what it owes:
 // the peer flushes what is unacknowledged when the DREQ arrives, and a
 // message this side received (and whose completion the application may
-// already have seen) must not be reported to its sender as failed.
+// already have seen) must not be reported to its sender as failed. An
+// ACK datagram can still be lost (a full socket buffer drops it), so the
+// DREQ also carries the responder's expected PSN, read in this turn after
+// the ACKs: the peer takes it as their acknowledgement (cm_msg.go).
 func (c *qpConn) Disconnect() {
+	var ePSN uint32
+	known := false
 	c.e.mu.Lock()
 	if c.attached && !c.errored && !c.e.stopped {
 		now := c.e.clock()
@@ -113,17 +123,39 @@ func (c *qpConn) Disconnect() {
 		c.e.tx.flush()
 		c.resp.completeDone(true) // every ACK is in the socket
 		c.e.touch(c)              // the responses may hold regions (a linger)
+		ePSN, known = uint32(c.resp.ePSN), true
 	}
 	if c.ib != nil && !c.e.stopped {
 		// The DREQ leaves behind the ACKs, from the same socket: the
-		// peer reads them first.
+		// peer reads them first. The IB CM's DREQ MAD (IBA 12.6.11) has
+		// no field for the expected PSN, so an ACK lost here leaves the
+		// peer to flush a message this side executed, as it would be
+		// with rdma_cm; only the side channel's DREQ carries it.
 		c.ib.hangUp(c.e.clock())
 		c.e.arm()
 	}
 	c.e.mu.Unlock()
 	c.e.kick()
 	if c.cm != nil {
-		c.cm.disconnect()
+		c.cm.disconnect(ePSN, known)
+	}
+}
+
+// peerEPSNKnown marks peerEPSN as set: a PSN has 24 bits.
+const peerEPSNKnown = 1 << 31
+
+// peerExecuted records the expected PSN a peer's DREQ reported. Called by
+// the side channel's monitor before it fails the QP.
+func (c *qpConn) peerExecuted(ePSN uint32) {
+	c.peerEPSN.Store(peerEPSNKnown | ePSN&0xFFFFFF)
+}
+
+// ackPeerExecuted completes what the peer's DREQ acknowledged, if one
+// came (requester.ackExecuted).
+// Precondition: e.mu is held.
+func (c *qpConn) ackPeerExecuted() {
+	if v := c.peerEPSN.Load(); v&peerEPSNKnown != 0 {
+		c.req.ackExecuted(ib.PSN(v).Mask())
 	}
 }
 
@@ -165,6 +197,7 @@ func (c *qpConn) handle(f uint32, now time.Time) {
 	if f&flagErr != 0 && !c.errored && !c.draining {
 		c.resp.abort()
 		c.e.activate(c) // queued ACKs and NAKs still go out
+		c.ackPeerExecuted()
 		if c.req.n > 0 && !c.req.failed {
 			// The QP failed from outside (the peer disconnected, the
 			// responder found an error): responses may be on their way.
@@ -207,11 +240,14 @@ const (
 	drainMax   = 2 * time.Second
 )
 
-// flushErr completes every WQE the requester holds with WR_FLUSH_ERR.
+// flushErr completes every WQE the requester holds with WR_FLUSH_ERR,
+// but for those the peer's DREQ acknowledged: a READ that completed
+// while draining may have held SENDs behind it.
 // Precondition: e.mu is held.
 func (c *qpConn) flushErr() {
 	c.draining = false
 	c.errored = true
+	c.ackPeerExecuted()
 	c.req.flush()
 }
 
