@@ -80,7 +80,9 @@ func (c *cmConn) monitor(qp *soft.QP) {
 			c.mu.Unlock()
 			c.nc.Close()
 			c.unregister()
-			if err == nil && m.PSNKnown && c.ep != nil && !mine {
+			if err == nil && m.PSNKnown && c.ep != nil {
+				// Even when this side disconnected too: a QP still
+				// draining takes it before its flush.
 				c.ep.peerExecuted(m.PSN)
 			}
 			if !mine {
