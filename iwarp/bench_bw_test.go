@@ -1,18 +1,17 @@
 package iwarp_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -33,39 +32,39 @@ const (
 	bwWindow  = 8  // outstanding WRs
 )
 
-// maybeServeBWPeer is the peer process: an iWARP device whose region takes
+// maybeServeBWPeer runs this test binary as the bandwidth peer when it
+// was started as one (startBWPeer).
+func maybeServeBWPeer() { testkit.ServeChild(bwPeerEnv, func(string) error { return serveBWPeer() }) }
+
+// serveBWPeer is the peer process: an iWARP device whose region takes
 // WRITEs and serves READs, and a TCP sink that acknowledges every block.
-func maybeServeBWPeer() {
-	if os.Getenv(bwPeerEnv) != "1" {
-		return
-	}
-	fail := func(err error) { fmt.Fprintln(os.Stderr, "bandwidth peer:", err); os.Exit(3) }
+func serveBWPeer() error {
 	var opts []iwarp.Option
 	if os.Getenv(bwPeerEnv+"_BUSY") == "1" {
 		opts = append(opts, iwarp.BusyPoll(true))
 	}
 	dev, err := verbs.Open(iwarp.New(opts...))
 	if err != nil {
-		fail(err)
+		return err
 	}
 	pd, _ := dev.AllocPD()
 	mr, err := pd.RegisterMR(make([]byte, bwMsg), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	if err != nil {
-		fail(err)
+		return err
 	}
 	iln, err := dev.Listen("127.0.0.1:0")
 	if err != nil {
-		fail(err)
+		return err
 	}
 	tln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fail(err)
+		return err
 	}
 	go servePeerQPs(dev, pd, iln, mr)
 	go serveTCPSink(tln)
 	fmt.Printf("%s %s\n", iln.Addr(), tln.Addr())
 	io.Copy(io.Discard, os.Stdin) // until the parent goes
-	os.Exit(0)
+	return nil
 }
 
 func servePeerQPs(dev *verbs.Device, pd *verbs.PD, ln *verbs.Listener, mr *verbs.MR) {
@@ -104,38 +103,29 @@ func serveTCPSink(ln net.Listener) {
 
 // bwPeer is the parent's handle on the peer process.
 type bwPeer struct {
-	cmd        *exec.Cmd
+	child      *testkit.Child
 	iwAddr     string
 	tcpAddr    string
-	stdin      io.Closer
 	cpu0, cpu1 stats.CPUTimes
 }
 
 func startBWPeer(b *testing.B, busy bool) *bwPeer {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), bwPeerEnv+"=1")
+	var extra []string
 	if busy {
-		cmd.Env = append(cmd.Env, bwPeerEnv+"_BUSY=1")
+		extra = append(extra, bwPeerEnv+"_BUSY=1")
 	}
-	cmd.Stderr = os.Stderr
-	stdin := must(cmd.StdinPipe())
-	out := must(cmd.StdoutPipe())
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+	cmd := testkit.ChildCommand(context.Background(), bwPeerEnv, "1", extra...)
+	p := &bwPeer{child: testkit.StartChild(b, cmd, false)}
+	f := strings.Fields(p.child.Expect(b, ""))
+	if len(f) != 2 {
+		b.Fatalf("bandwidth peer said %q", f)
 	}
-	p := &bwPeer{cmd: cmd, stdin: stdin}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatalf("bandwidth peer: %v", err)
-	}
-	f := strings.Fields(line)
 	p.iwAddr, p.tcpAddr = f[0], f[1]
 	return p
 }
 
 func (p *bwPeer) cpu() stats.CPUTimes {
-	c, err := stats.ProcessCPU(p.cmd.Process.Pid)
+	c, err := stats.ProcessCPU(p.child.Cmd.Process.Pid)
 	if err != nil {
 		panic(err)
 	}
