@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
@@ -118,16 +119,7 @@ func readRequest(src, dst netip.AddrPort, qpn uint32, psn ib.PSN, rkey uint32, v
 // never refuses one of them.
 func TestReadsWithinIRD(t *testing.T) {
 	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	a, err := verbs.Open(pa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := verbs.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := testkit.Open(t, pa), testkit.Open(t, pb)
 	addrA, _ := pa.Addr()
 	addrB, _ := pb.Addr()
 	cp := verbs.QPCap{MaxSendWR: 128, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}

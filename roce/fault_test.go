@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -86,27 +87,9 @@ func newFaultPair(t *testing.T, p faultnet.Profile, back *faultnet.Profile, seed
 	cp := verbs.QPCap{MaxSendWR: 128, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 2}
 	fp.pda, fp.cqa, fp.qa = newQP(t, fp.a, cp)
 	fp.pdb, fp.cqb, fp.qb = newQP(t, fp.b, cp)
-	ln, err := fp.b.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = req.Accept(ctx, fp.qb, verbs.ConnParam{})
-		}
-		done <- err
-	}()
-	if _, err := fp.a.Dial(ctx, ln.Addr(), fp.qa, verbs.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	testkit.Connect(t, ctx, fp.a, fp.b, "127.0.0.1:0", fp.qa, fp.qb)
 	fp.countersOf = func() string {
 		return fmt.Sprintf("A %v\nB %v\ndevA %v\ndevB %v\nfaults A→B sent %d dropped %d dup %d corrupt %d reorder %d delay %d",
 			nonZero(fp.qa.Counters()), nonZero(fp.qb.Counters()),

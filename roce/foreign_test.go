@@ -1,11 +1,14 @@
 package roce_test
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -97,15 +100,11 @@ func counterMap(cs []verbs.Counter) map[string]uint64 {
 	return m
 }
 
+// pollOne is testkit.PollOne within the 10 s a test waits for one
+// completion.
 func pollOne(t testing.TB, cq *verbs.CQ) verbs.WorkCompletion {
 	t.Helper()
-	wcs := make([]verbs.WorkCompletion, 1)
-	for range 10000 {
-		if n, _ := cq.Poll(wcs); n == 1 {
-			return wcs[0]
-		}
-		waitBriefly(cq)
-	}
-	t.Fatal("no completion")
-	return verbs.WorkCompletion{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return testkit.PollOne(t, ctx, cq)
 }

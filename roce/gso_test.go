@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -23,27 +24,9 @@ func connectPairAt(t testing.TB, a, b *verbs.Device, addr string) (qa, qb *verbs
 	cp := verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
 	pda, cqa, qa = newQP(t, a, cp)
 	pdb, cqb, qb = newQP(t, b, cp)
-	ln, err := b.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = req.Accept(ctx, qb, verbs.ConnParam{})
-		}
-		done <- err
-	}()
-	if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	testkit.Connect(t, ctx, a, b, addr, qa, qb)
 	return
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -15,16 +16,7 @@ import (
 // a READ of several MTUs each.
 func TestManualConnect(t *testing.T) {
 	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	a, err := verbs.Open(pa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := verbs.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := testkit.Open(t, pa), testkit.Open(t, pb)
 	addrA, _ := pa.Addr()
 	addrB, _ := pb.Addr()
 	cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
@@ -58,7 +50,7 @@ func TestManualConnect(t *testing.T) {
 	if err := qb.PostRecv([]verbs.RecvWR{{ID: 9, SGL: []verbs.SGE{dst.SGE(n, n)}}}); err != nil {
 		t.Fatal(err)
 	}
-	err = qa.PostSend([]verbs.SendWR{
+	err := qa.PostSend([]verbs.SendWR{
 		{ID: 1, Opcode: verbs.OpWrite, SGL: []verbs.SGE{src.SGE(0, n)}, Remote: dst.Remote().At(0)},
 		{ID: 2, Opcode: verbs.OpSend, SGL: []verbs.SGE{src.SGE(n, n)}},
 		{ID: 3, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(2*n, n)}, Remote: dst.Remote().At(0)},
