@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -11,26 +12,9 @@ import (
 // TestScale connects many QPs in one process (both ends here), makes each
 // exchange a SEND each way and four more, and holds the idle cost of a QP
 // to the bounds docs/scale.md gives. CI runs 500 connections;
-// GOVERBS_SCALE_QPS=5000 gives the 10,000 QPs.
+// GOVERBS_SCALE_QPS=5000 gives the 10,000 QPs. A connection's two
+// ends take up to 3 descriptors.
 func TestScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scale test skipped in -short mode")
-	}
-	n := conformance.ScaleConns(500)
-	conformance.RaiseNoFile(t, uint64(3*n+1024))
-	open := func() *verbs.Device {
-		d, err := verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	a, b := open(), open()
-	f := conformance.RunScale(t, a, b, conformance.ScaleOpts{Conns: n, Addr: "127.0.0.1:0", Dialers: 16, Msgs: 4, RecvPerQP: 8})
-	t.Logf("%s: %v", b.Caps().Transport, f)
-	if f.HeapPerQP > 32768 || f.GoroutinesPerQP > 1.1 || f.FDsPerQP > 1.1 {
-		t.Errorf("an idle QP costs %.0f heap bytes, %.2f goroutines, %.2f fds: above the bounds of docs/scale.md (%d, %v, %v)",
-			f.HeapPerQP, f.GoroutinesPerQP, f.FDsPerQP, 32768, 1.1, 1.1)
-	}
+	open := func() *verbs.Device { return testkit.Open(t, roce.New(roce.Options{Addr: "127.0.0.1:0"})) }
+	conformance.ScaleTest(t, open, 500, 3, "127.0.0.1:0", conformance.ScaleBounds{HeapPerQP: 32768, GoroutinesPerQP: 1.1, FDsPerQP: 1.1})
 }
