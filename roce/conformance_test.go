@@ -57,10 +57,8 @@ func waitBriefly(cq *verbs.CQ) {
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		a := openDevice(t, roce.Options{})
-		b := openDevice(t, roce.Options{})
-		peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
-		t.Cleanup(func() { peer.Close(); a.Close() })
-		return &conformance.Env{A: a, B: peer}
+		t.Cleanup(func() { a.Close() })
+		return conformance.LocalEnv(t, a, roce.New(roce.Options{Addr: "127.0.0.1:0"}), "127.0.0.1:0")
 	})
 }
 
@@ -69,10 +67,8 @@ func TestConformance(t *testing.T) {
 func TestConformancePlain(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		a := openDevice(t, roce.Options{DisableBatching: true})
-		b := openDevice(t, roce.Options{DisableBatching: true})
-		peer := conformance.NewLocalPeer(b, "127.0.0.1:0", t.TempDir())
-		t.Cleanup(func() { peer.Close(); a.Close() })
-		return &conformance.Env{A: a, B: peer}
+		t.Cleanup(func() { a.Close() })
+		return conformance.LocalEnv(t, a, roce.New(roce.Options{Addr: "127.0.0.1:0", DisableBatching: true}), "127.0.0.1:0")
 	})
 }
 
@@ -94,10 +90,8 @@ func TestConformanceCrossProcess(t *testing.T) {
 func TestConformanceIB(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) *conformance.Env {
 		a := openDevice(t, roce.Options{CM: roce.CMIB})
-		b := openDevice(t, roce.Options{CM: roce.CMIB})
-		peer := conformance.NewLocalPeer(b, "", t.TempDir())
-		t.Cleanup(func() { peer.Close(); a.Close() })
-		return &conformance.Env{A: a, B: peer}
+		t.Cleanup(func() { a.Close() })
+		return conformance.LocalEnv(t, a, roce.New(roce.Options{Addr: "127.0.0.1:0", CM: roce.CMIB}), "")
 	})
 }
 
