@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -99,8 +98,8 @@ func TestUDSendRecv(t *testing.T) {
 	if !bytes.Equal(got[verbs.GRHLen:verbs.GRHLen+1024], src[:1024]) {
 		t.Fatal("payload differs")
 	}
-	if ib.GRHSource(got[:verbs.GRHLen]) != a.addr.Addr() {
-		t.Fatalf("GRH source %v, want %v", ib.GRHSource(got[:verbs.GRHLen]), a.addr.Addr())
+	if verbs.GRHSource(got[:verbs.GRHLen]) != a.addr.Addr() {
+		t.Fatalf("GRH source %v, want %v", verbs.GRHSource(got[:verbs.GRHLen]), a.addr.Addr())
 	}
 	wc = pollOne(t, b.cq)
 	if wc.ID != 2 || wc.ByteLen != 5+verbs.GRHLen || wc.Flags&verbs.WCWithImm == 0 || wc.Imm != 0xCAFE {

@@ -68,14 +68,18 @@ var rules = map[string][]string{
 	"interop/rping":             {"verbs", "interop/internal/endpoint"},
 	"interop/pingpong":          {"verbs", "interop/internal/endpoint"},
 	"interop/perftest":          {"verbs", "bench/stats", "interop/internal/endpoint"},
-	"stream":                    {"verbs", "mem"}, // rings over mem.Alloc memory: direct on shm
+	"interop/cmatose":           {"verbs", "interop/internal/endpoint"}, // ucmatose's and rdma_server's exchanges
+	"interop/xstack":            {"verbs", "interop/internal/endpoint"}, // goverbs on two stacks
+	"stream":                    {"verbs", "mem"},                       // rings over mem.Alloc memory: direct on shm
 
 	// Test kits and commands.
 	"internal/conformance": {"provider", "verbs", "mem"},
+	"internal/soak":        {},                                            // a test only: many QPs churning on every transport
+	"internal/linkcut":     {},                                            // a test only: a veth link cut under a QP
 	"cmd/goverbs-hosts":    {"provider", "verbs", "mem", "iwarp", "roce"}, // one host of scripts/hosts.sh
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
 		"loopback", "iwarp", "roce", "shm", "fabric", "rdmacore", "stream",
-		"interop/rping", "interop/pingpong", "interop/perftest", "golang.org/x/sys"},
+		"interop/rping", "interop/pingpong", "interop/perftest", "interop/cmatose", "interop/xstack", "golang.org/x/sys"},
 
 	// Examples are programs a user would write: the public API and the
 	// transports' constructors, nothing internal.

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -115,7 +114,7 @@ func (s *side) checkGRH(i int, wc verbs.WorkCompletion) error {
 		return &ProtocolError{Msg: fmt.Sprintf("message %d: source QP %#x (GRH flag %v), want %#x", i, wc.SrcQP, wc.Flags&verbs.WCWithGRH != 0, s.rem.qpn)}
 	}
 	grh := s.buf.Bytes()[:verbs.GRHLen]
-	if src, want := ib.GRHSource(grh), netip.AddrFrom16(s.rem.gid).Unmap(); src != want {
+	if src, want := verbs.GRHSource(grh), netip.AddrFrom16(s.rem.gid).Unmap(); src != want {
 		return &ProtocolError{Msg: fmt.Sprintf("message %d: GRH source %v, want the peer's %v", i, src, want)}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+
+	"github.com/goverbs/goverbs/verbs"
 )
 
 func sampleReq() CMReq {
@@ -94,12 +96,12 @@ func TestPutGRH(t *testing.T) {
 	if !bytes.Equal(g[:20], make([]byte, 20)) || g[20] != 0x45 || ipv4Checksum(g[20:]) != binary.BigEndian.Uint16(g[30:]) {
 		t.Fatalf("IPv4 GRH % x", g)
 	}
-	if GRHSource(g) != src {
-		t.Fatalf("source %v", GRHSource(g))
+	if verbs.GRHSource(g) != src {
+		t.Fatalf("source %v", verbs.GRHSource(g))
 	}
 	src6 := netip.MustParseAddr("fe80::1")
 	PutGRH(g, src6, netip.MustParseAddr("fe80::2"), 300, 0, 0)
-	if g[0]>>4 != 6 || GRHSource(g) != src6 || g[7] != 64 {
+	if g[0]>>4 != 6 || verbs.GRHSource(g) != src6 || g[7] != 64 {
 		t.Fatalf("IPv6 GRH % x", g)
 	}
 }

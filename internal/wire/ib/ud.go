@@ -80,7 +80,8 @@ const GRHLen = 40
 // finds in front of its payload, as rxe and RoCE NICs give it: for IPv6
 // the IPv6 header, for IPv4 20 zero bytes and then the IPv4 header (the
 // layout of ib_grh vs iphdr that libibverbs' ibv_init_ah_from_wc
-// expects). udpLen is the length of the UDP datagram (header included).
+// expects, and verbs.GRHSource reads). udpLen is the length of the UDP
+// datagram (header included).
 func PutGRH(g []byte, src, dst netip.Addr, udpLen int, tclass, hopLimit uint8) {
 	_ = g[GRHLen-1]
 	clear(g[:GRHLen])
@@ -108,18 +109,6 @@ func PutGRH(g []byte, src, dst netip.Addr, udpLen int, tclass, hopLimit uint8) {
 	s16, d16 := src.As16(), dst.As16()
 	copy(g[8:24], s16[:])
 	copy(g[24:40], d16[:])
-}
-
-// GRHSource returns the source address a GRH written by PutGRH (or by rxe)
-// names.
-func GRHSource(g []byte) netip.Addr {
-	if len(g) < GRHLen {
-		return netip.Addr{}
-	}
-	if g[20]>>4 == 4 && g[0]>>4 != 6 {
-		return netip.AddrFrom4([4]byte(g[32:36]))
-	}
-	return netip.AddrFrom16([16]byte(g[8:24]))
 }
 
 func ipv4Checksum(h []byte) uint16 {
