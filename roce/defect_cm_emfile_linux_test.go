@@ -1,7 +1,6 @@
 package roce
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -32,44 +32,14 @@ func TestDefectCMAcceptEMFILE(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDefectCMAcceptEMFILE$", "-test.count=1")
 	cmd.Env = append(os.Environ(), emfileChildEnv+"=1")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child := testkit.StartChild(t, cmd, false)
 	defer func() {
-		stdin.Close() // the child exits when its stdin ends
-		if err := cmd.Wait(); err != nil {
+		child.CloseStdin() // the child exits when its stdin ends
+		if err := child.Wait(); err != nil {
 			t.Errorf("child: %v", err)
 		}
 	}()
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	next := func(prefix string) string {
-		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("child ended before %q", prefix)
-				}
-				if s, ok := strings.CutPrefix(l, prefix); ok {
-					return s
-				}
-			case <-timeout:
-				t.Fatalf("no %q from the child", prefix)
-			}
-		}
-	}
-	addr := next("LISTEN ")
+	addr := child.Expect(t, "LISTEN ")
 
 	var silent []net.Conn
 	defer func() {
@@ -84,7 +54,7 @@ func TestDefectCMAcceptEMFILE(t *testing.T) {
 		}
 		silent = append(silent, c)
 	}
-	if e := next("RETRY "); !strings.Contains(e, "too many open files") {
+	if e := child.Expect(t, "RETRY "); !strings.Contains(e, "too many open files") {
 		t.Fatalf("the child's accept failed with %q, not EMFILE", e)
 	}
 	for _, c := range silent {

@@ -1,7 +1,6 @@
 package roce
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -116,28 +116,20 @@ func TestDefectCMFloodSilent(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDefectCMFloodSilent$", "-test.count=1")
 	cmd.Env = append(os.Environ(), floodChildEnv+"="+ln.Addr(), "GOVERBS_CM_FLOOD_CONNS="+strconv.Itoa(floodConns))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
+	child := testkit.StartChild(t, cmd, false)
+	// stopFlood ends the flood and returns the child's last count.
 	stopFlood := func() string {
-		stdin.Close()
+		child.CloseStdin()
+		child.Wait()
 		var last string
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "attempts") {
-				last = sc.Text()
+		for l := range strings.Lines(child.Output()) {
+			if strings.Contains(l, "attempts") {
+				last = strings.TrimSuffix(l, "\n")
 			}
 		}
-		cmd.Wait()
 		return last
 	}
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "FLOODING") {
-		stopFlood()
-		t.Fatal("the flood did not start")
-	}
+	child.Expect(t, "FLOODING") // or the flood did not start
 
 	var took []time.Duration
 	failed := 0
