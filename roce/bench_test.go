@@ -1,14 +1,12 @@
 package roce_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/bench/stats"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -42,58 +41,34 @@ var benchTransports = map[string]func() (*verbs.Device, error){
 
 // benchPeer is a running peer process.
 type benchPeer struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	addr  string
-	pid   int
+	addr string
+	pid  int
 }
 
 // startBenchPeer starts the peer for transport and role and waits for its
 // address.
 func startBenchPeer(b *testing.B, transport, role string) *benchPeer {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), benchPeerEnv+"="+transport+":"+role)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &benchPeer{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid}
+	cmd := testkit.ChildCommand(context.Background(), benchPeerEnv, transport+":"+role)
+	child := testkit.StartChild(b, cmd, false)
+	// Runs before the kit's kill: the peer gets 5 s to stop by itself
+	// (and write its CPU profile).
 	b.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		child.CloseStdin()
 		select {
-		case <-done:
+		case <-child.Done():
 		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDR ") {
-		b.Fatalf("bench peer: %q %v", line, err)
-	}
-	p.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-	return p
+	return &benchPeer{addr: child.Expect(b, "ADDR "), pid: cmd.Process.Pid}
 }
 
 // maybeServeBenchPeer runs this process as a benchmark peer and exits, if
 // it was started as one.
-func maybeServeBenchPeer() {
-	spec := os.Getenv(benchPeerEnv)
-	if spec == "" {
-		return
-	}
-	defer os.Exit(0)
+func maybeServeBenchPeer() { testkit.ServeChild(benchPeerEnv, serveBenchPeer) }
+
+// serveBenchPeer is the benchmark peer of spec, "TRANSPORT:ROLE".
+func serveBenchPeer(spec string) error {
 	transport, role, _ := strings.Cut(spec, ":")
 	if path := os.Getenv("GOVERBS_BENCH_PEER_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -101,18 +76,13 @@ func maybeServeBenchPeer() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	var err error
 	switch transport {
 	case "udp":
-		err = serveUDPEcho()
+		return serveUDPEcho()
 	case "tcp":
-		err = serveTCPSink()
+		return serveTCPSink()
 	default:
-		err = serveRDMA(transport, role)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench peer:", err)
-		os.Exit(3)
+		return serveRDMA(transport, role)
 	}
 }
 
