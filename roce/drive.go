@@ -122,9 +122,7 @@ func (e *engine) drive() bool {
 	e.dev.add(ctrRxDatagrams, uint64(n))
 	e.dev.add(ctrRxPolled, uint64(n))
 	b.n = n
-	e.notifyMu.Lock()
-	e.rxq = append(e.rxq, b)
-	e.notifyMu.Unlock()
+	e.readQueued(b)
 	e.rdMu.Unlock()
 	e.kick()
 	return true

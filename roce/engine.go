@@ -98,6 +98,10 @@ type engine struct {
 	unpark    chan struct{} // a Wait asks the parked reader back
 	parkTimer *time.Timer   // the parked reader's; its goroutine's alone
 
+	// expireOnRead: the timers came due while datagrams waited in the
+	// socket; the next batch read sets fired (expire, readQueued).
+	expireOnRead atomic.Bool
+
 	fired atomic.Bool   // the timer fired; the next turn runs expire
 	more  atomic.Bool   // the last turn left packets to send
 	wake  chan struct{} // asks the engine goroutine for a turn
@@ -359,6 +363,20 @@ func (e *engine) expire(now time.Time) {
 		return
 	}
 	e.timerAt = time.Time{}
+	if b, ok := e.conn.(backlogger); ok {
+		// Datagrams may wait unread, and the ACK a timeout would give
+		// up on may be among them: the runtime runs a due timer before
+		// it polls the network, so on a starved process the timer's
+		// turn comes before the reader's. Then the turn that places the
+		// next batch read runs the timers, after its ACKs (readQueued).
+		// The flag is set before the socket is asked, so a batch read
+		// after the answer always finds it.
+		e.expireOnRead.Store(true)
+		if b.Backlogged() {
+			return
+		}
+		e.expireOnRead.Store(false) // a batch that found it set fired too: one empty expire
+	}
 	e.rekey()
 	due := e.due[:0]
 	for c := e.timers.min(); c != nil && !now.Before(c.timerKey); c = e.timers.min() {
@@ -388,6 +406,9 @@ func (e *engine) expire(now time.Time) {
 // more than the turn, and the ACK deadline moves with every packet.
 func (e *engine) arm() {
 	e.rekey()
+	if e.expireOnRead.Load() {
+		return // the next batch read runs the timers
+	}
 	var next time.Time
 	if c := e.timers.min(); c != nil {
 		next = c.timerKey

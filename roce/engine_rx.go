@@ -72,10 +72,19 @@ func (e *engine) read() {
 		raceRecv(e.tx.local)
 		e.dev.add(ctrRxDatagrams, uint64(n))
 		b.n = n
-		e.notifyMu.Lock()
-		e.rxq = append(e.rxq, b)
-		e.notifyMu.Unlock()
+		e.readQueued(b)
 		e.kick()
+	}
+}
+
+// readQueued queues a batch read from the socket for a turn; if timers
+// wait for a read (expire), that turn runs them after placing the batch.
+func (e *engine) readQueued(b *rxBatch) {
+	e.notifyMu.Lock()
+	e.rxq = append(e.rxq, b)
+	e.notifyMu.Unlock()
+	if e.expireOnRead.Swap(false) {
+		e.fired.Store(true)
 	}
 }
 
