@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/verbs"
 )
 
