@@ -359,7 +359,7 @@ func (lis *listener) handshake(h *halfOpen) {
 		c = l.cfg.wrap(c)
 	}
 	c.SetDeadline(h.deadline)
-	f, err := readFrame(c)
+	f, err := readFrame(&deliveredBy{Conn: c})
 	var o offer
 	if err == nil {
 		o, err = parseOffer(f)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
@@ -43,6 +44,34 @@ func readFrame(c net.Conn) (iw.MPAFrame, error) {
 		return nil, err
 	}
 	return iw.ParseMPAFrame(buf[:n], iw.MaxPrivateData)
+}
+
+// deliveredBy reads a connection whose read deadline bounds when the peer
+// must have delivered its bytes, not when this process gets to read them:
+// a listener starved of CPU (many connections, a loaded machine) may run
+// its handshake after the deadline passed with the whole Request already
+// in the socket, and Go then fails the read without trying it. Past the
+// deadline, deliveredBy reads once more for what is already there (a
+// grace of a millisecond, once), so a peer that was on time is not
+// refused for our lateness, and one that was not still is: a dribbling
+// peer gets no more than that millisecond.
+type deliveredBy struct {
+	net.Conn
+	graced bool
+}
+
+// deliveryGrace is how long the one late read may wait: long enough for
+// a read of buffered bytes, far too short for a peer still sending.
+const deliveryGrace = time.Millisecond
+
+func (c *deliveredBy) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n == 0 && !c.graced && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.graced = true
+		c.Conn.SetReadDeadline(time.Now().Add(deliveryGrace))
+		n, err = c.Conn.Read(b)
+	}
+	return n, err
 }
 
 // parseOffer splits a frame's private data into the IRD/ORD block, the
