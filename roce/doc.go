@@ -122,7 +122,10 @@
 // implied NAK), a READ for the rest of its range only. A PSN sequence error
 // NAK, an implied NAK and the local ACK timeout (4.096 µs × 2^timeout) start
 // a go-back-N; retry_cnt such retries without progress end in
-// RETRY_EXC_ERR. An RNR NAK makes the requester wait the responder's
+// RETRY_EXC_ERR. A timer that comes due while datagrams wait unread in
+// the socket runs after the next batch is read and placed (a starved
+// process must not time out ACKs it has received but not yet read). An
+// RNR NAK makes the requester wait the responder's
 // min_rnr_timer (the IBA table) and resend, up to rnr_retry times (7:
 // forever), then RNR_RETRY_EXC_ERR.
 //
