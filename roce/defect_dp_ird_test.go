@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
@@ -118,10 +117,7 @@ func readRequest(src, dst netip.AddrPort, qpn uint32, psn ib.PSN, rkey uint32, v
 // keeps many READs and atomics posted at once; the responder's IRD check
 // never refuses one of them.
 func TestReadsWithinIRD(t *testing.T) {
-	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	a, b := testkit.Open(t, pa), testkit.Open(t, pb)
-	addrA, _ := pa.Addr()
-	addrB, _ := pb.Addr()
+	a, b, addrA, addrB := manualPair(t)
 	cp := verbs.QPCap{MaxSendWR: 128, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 	pda, cqa, qa := newQP(t, a, cp)
 	pdb, _, qb := newQP(t, b, cp)

@@ -3,6 +3,7 @@ package roce_test
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testkit"
@@ -10,15 +11,23 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
+// manualPair opens two devices on free ports of 127.0.0.1 for the test,
+// for QPs connected by Modify, and returns their UDP addresses.
+func manualPair(t *testing.T) (a, b *verbs.Device, addrA, addrB netip.AddrPort) {
+	t.Helper()
+	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
+	a, b = testkit.Open(t, pa), testkit.Open(t, pb)
+	addrA, _ = pa.Addr()
+	addrB, _ = pb.Addr()
+	return a, b, addrA, addrB
+}
+
 // TestManualConnect connects QPs of two devices by Modify, as
 // ibv_rc_pingpong does: an AddressVector with the peer's UDP address, the
 // peer's QPN and PSN, path MTU 1024 (its default). Then a SEND, a WRITE and
 // a READ of several MTUs each.
 func TestManualConnect(t *testing.T) {
-	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	a, b := testkit.Open(t, pa), testkit.Open(t, pb)
-	addrA, _ := pa.Addr()
-	addrB, _ := pb.Addr()
+	a, b, addrA, addrB := manualPair(t)
 	cp := verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
 	pda, cqa, qa := newQP(t, a, cp)
 	pdb, cqb, qb := newQP(t, b, cp)
