@@ -52,7 +52,18 @@ func BenchmarkWriteImmLat8B(b *testing.B) {
 	if raceEnabled {
 		b.Skip("latency is not measured under the race detector")
 	}
-	benchLatency(b, newImmPinger(b), newTCPPinger(b, false))
+	benchLatency(b, newImmPinger(b, verbs.OpWriteWithImm), newTCPPinger(b, false))
+}
+
+// BenchmarkSendLat8B is the two-sided variant of BenchmarkWriteImmLat8B:
+// 8-byte SENDs (with immediate data, so that a receive names its message:
+// the same single FPDU as a plain SEND) into posted receives, each side
+// waiting on its CQ.
+func BenchmarkSendLat8B(b *testing.B) {
+	if raceEnabled {
+		b.Skip("latency is not measured under the race detector")
+	}
+	benchLatency(b, newImmPinger(b, verbs.OpSendWithImm), newTCPPinger(b, false))
 }
 
 func BenchmarkWriteLat8B(b *testing.B) {
@@ -229,7 +240,8 @@ func (t *tcpPinger) serve(_ uint64, n int) {
 	}
 }
 
-// immPinger ping-pongs WRITE_WITH_IMM, each side waiting on its CQ.
+// immPinger ping-pongs WRITE_WITH_IMM (or SEND_WITH_IMM into the
+// receive's 8 bytes), each side waiting on its CQ.
 type immPinger struct {
 	p        *pair
 	ctx      context.Context
@@ -241,17 +253,22 @@ type immPinger struct {
 	nA, nB   uint64
 }
 
-func newImmPinger(b testing.TB) *immPinger {
+func newImmPinger(b testing.TB, op verbs.Opcode) *immPinger {
 	p := newPair(b)
 	buf := func(pd *verbs.PD) *verbs.MR {
 		return must(pd.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
 	}
 	l := &immPinger{p: p, ctx: context.Background(), inA: buf(p.pa), inB: buf(p.pb),
 		wc: make([]verbs.WorkCompletion, 16), wcB: make([]verbs.WorkCompletion, 16)}
-	l.wrA = []verbs.SendWR{{Opcode: verbs.OpWriteWithImm, SGL: []verbs.SGE{l.inA.SGE(0, 8)}, Remote: l.inB.Remote().At(56)}}
-	l.wrB = []verbs.SendWR{{Opcode: verbs.OpWriteWithImm, SGL: []verbs.SGE{l.inB.SGE(0, 8)}, Remote: l.inA.Remote().At(56)}}
+	l.wrA = []verbs.SendWR{{Opcode: op, SGL: []verbs.SGE{l.inA.SGE(0, 8)}, Remote: l.inB.Remote().At(56)}}
+	l.wrB = []verbs.SendWR{{Opcode: op, SGL: []verbs.SGE{l.inB.SGE(0, 8)}, Remote: l.inA.Remote().At(56)}}
 	l.rA = []verbs.RecvWR{{ID: 1}}
 	l.rB = []verbs.RecvWR{{ID: 1}}
+	if op == verbs.OpSendWithImm {
+		// A SEND lands in the receive's bytes: the other half of the buffer.
+		l.rA[0].SGL = []verbs.SGE{l.inA.SGE(32, 8)}
+		l.rB[0].SGL = []verbs.SGE{l.inB.SGE(32, 8)}
+	}
 	for range 64 {
 		p.qa.PostRecv(l.rA)
 		p.qb.PostRecv(l.rB)
@@ -259,7 +276,8 @@ func newImmPinger(b testing.TB) *immPinger {
 	return l
 }
 
-// send posts a WRITE_WITH_IMM, every 32nd signalled.
+// send posts the ping (WRITE_WITH_IMM or SEND_WITH_IMM), every 32nd
+// signalled.
 func (l *immPinger) send(qp *verbs.QP, wr []verbs.SendWR, n *uint64, v uint64) {
 	*n++
 	wr[0].Imm, wr[0].Flags = uint32(v), 0
@@ -277,7 +295,7 @@ func (l *immPinger) await(qp *verbs.QP, cq *verbs.CQ, wc []verbs.WorkCompletion,
 	for {
 		n, _ := cq.Poll(wc)
 		for _, c := range wc[:n] {
-			if c.Opcode == verbs.WCRecvRDMAImm && c.Imm == uint32(v) {
+			if c.Opcode.IsRecv() && c.Imm == uint32(v) {
 				qp.PostRecv(r)
 				return
 			}
