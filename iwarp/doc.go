@@ -41,11 +41,16 @@
 // By default every wait parks in the Go netpoller: an idle connection costs
 // no CPU, and a message wakes its receive goroutine as a Go TCP read would.
 // BusyPoll(true) makes the receive goroutine spin on non-blocking reads
-// (yielding with runtime.Gosched between attempts): the lowest latency, at
+// (yielding with runtime.Gosched between attempts, and, once 20 µs passed
+// without data, its thread to the OS now and then): the lowest latency, at
 // the price of one CPU per connection kept busy even when idle (see
-// docs/bench/iwarp.md for the figures). Applications that choose it should
-// poll their CQs or memory without parking too, and run with GOMAXPROCS
-// above the number of spinning goroutines.
+// docs/bench/iwarp.md for the figures). A Poll that keeps finding the CQ
+// empty yields its thread in the same way (soft.PollYielder), so that
+// spinners on a machine with fewer CPUs than spinning threads leave the
+// peer, in this process or another, a CPU to send what they wait for.
+// Applications that choose it should poll their CQs or memory without
+// parking too, and run with GOMAXPROCS above the number of spinning
+// goroutines.
 //
 // # Completions and ordering
 //

@@ -96,9 +96,11 @@ func CRC(on bool) Option { return func(c *config) { c.crc = on } }
 // goroutine spins on non-blocking reads instead of parking in the Go
 // netpoller, and a sender that finds the socket full spins instead of
 // parking. It trades one CPU per connection (kept busy even when idle; the
-// goroutine yields with runtime.Gosched between attempts) for the lowest
-// latency. Applications that busy-poll should also poll their CQs (or
-// memory) without parking. Default off: every wait parks in the netpoller
+// goroutine yields with runtime.Gosched between attempts, and after 20 µs
+// without data yields its thread to the OS now and then, so that on a
+// machine short of CPUs the spinners do not starve the peer they wait for)
+// for the lowest latency. Applications that busy-poll should also poll
+// their CQs (or memory) without parking. Default off: every wait parks in the netpoller
 // and costs no CPU while idle. Only connections over a *net.TCPConn
 // busy-poll; a connection wrapped by WrapConn always parks.
 func BusyPoll(on bool) Option { return func(c *config) { c.busyPoll = on } }

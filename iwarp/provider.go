@@ -43,6 +43,12 @@ type link struct {
 	eps       map[*endpoint]struct{}
 }
 
+// YieldIdlePolls implements soft.PollYielder: an application spinning on
+// an empty CQ yields its thread now and then, so that on a machine short of
+// CPUs the receive goroutines (and the peer process) that make its
+// completions get one.
+func (l *link) YieldIdlePolls() bool { return true }
+
 // RNRRule is the receiver-not-ready rule of this transport, as reported in
 // Caps.RNRRule.
 const RNRRule = "iWARP has no RNR NAK: an untagged message (SEND, SEND_WITH_IMM, or the immediate data of " +

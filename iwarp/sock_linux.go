@@ -28,6 +28,8 @@ type rawSock struct {
 	busy bool
 
 	// Read half.
+	rspin         int64  // busy polling: when reads started to find nothing (UnixNano), 0 once one reads
+	ryields       uint32 // busy polling: empty attempts past spinYieldAfter
 	riov          [maxReadIov]unix.Iovec
 	rn            int
 	rblock        bool
@@ -55,6 +57,37 @@ const (
 	maxReadIov  = 64
 	maxWriteIov = 1024
 )
+
+// spinYieldAfter is how long a busy-polling read finds nothing before every
+// spinYieldEvery-th further attempt also yields the thread to the OS
+// (sched_yield; yielding on every attempt doubled a one-process
+// ping-pong's p50 on a loaded machine, see BENCHMARKS.md). Between
+// the attempts the goroutine yields to the Go scheduler only, which keeps
+// the thread: on a machine with fewer CPUs than spinning threads (both
+// ends of a connection on 2 vCPUs, each with an application spinning on
+// its CQ) the spinners then hold the CPUs the peer needs to send what they
+// wait for, until the OS time-slices them, and every message waits
+// milliseconds. A ping-pong's next message mostly comes within the bound.
+// It never parks: a parked receive goroutine beside goroutines that spin
+// with runtime.Gosched would wait for sysmon's netpoll, up to 10 ms.
+const (
+	spinYieldAfter = 20 * time.Microsecond
+	spinYieldEvery = 16
+)
+
+// spinYield is one empty turn of a busy-polling read.
+func (s *rawSock) spinYield() {
+	runtime.Gosched()
+	now := time.Now().UnixNano()
+	switch {
+	case s.rspin == 0:
+		s.rspin = now
+	case now-s.rspin > int64(spinYieldAfter):
+		if s.ryields++; s.ryields%spinYieldEvery == 0 {
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
+}
 
 // errWouldBlock reports a non-blocking call that found nothing to do.
 var errWouldBlock = errors.New("iwarp: socket would block")
@@ -166,10 +199,13 @@ func (s *rawSock) readv(bufs [][]byte, block bool) (int, error) {
 		}
 		switch {
 		case s.rerr == unix.EAGAIN && block:
-			runtime.Gosched() // busy-poll: try again
+			s.spinYield() // busy-poll: try again
 			continue
 		case s.rerr == unix.EAGAIN:
 			return 0, errWouldBlock
+		}
+		s.rspin = 0
+		switch {
 		case s.rerr != 0:
 			return 0, s.rerr
 		case s.rdone == 0:
@@ -211,10 +247,10 @@ func (s *rawSock) readvIdle(b []byte, p rxParker) (int, error) {
 }
 
 // waitReadable parks until the socket is readable (or a deadline or Close
-// intervenes). In busy-poll mode it only yields.
+// intervenes). In busy-poll mode it only yields (spinYield).
 func (s *rawSock) waitReadable() error {
 	if s.busy {
-		runtime.Gosched()
+		s.spinYield()
 		return nil
 	}
 	s.rwaited = false

@@ -3,6 +3,8 @@ package soft
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
@@ -18,11 +20,26 @@ import (
 // ErrCQOverrun once the remaining completions are drained.
 //
 // Locks: the ring's own lock guards the completions and the set of
-// attached QPs; it is a leaf, taken with a QP's mu held.
+// attached QPs; it is a leaf, taken with a QP's mu held. yield is set at
+// creation; emptyPolls and emptySince are updated by every Poll, atomically
+// (pollers may race: the streak they keep is approximate by design).
 type CQ struct {
 	dev  *Device
 	ring devcore.CQ[*QP]
+
+	yield      bool          // the link's PollYielder asked for idle yields
+	emptyPolls atomic.Uint32 // empty Polls in the current streak
+	emptySince atomic.Int64  // when the streak's clock started (UnixNano), 0 if not
 }
+
+// Idle-poll yielding (see PollYielder): after idleYieldAfter of empty
+// Polls, every idleYieldEvery-th empty Poll yields the thread. The clock
+// is read only every idleYieldEvery-th empty Poll, so that a spinning Poll
+// stays a lock and a few loads.
+const (
+	idleYieldAfter = 20 * time.Microsecond
+	idleYieldEvery = 32
+)
 
 func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 	if attr.Entries < 1 || uint32(attr.Entries) > d.caps.MaxCQE {
@@ -32,6 +49,9 @@ func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 		return nil, err
 	}
 	cq := &CQ{dev: d}
+	if y, ok := d.link.(PollYielder); ok {
+		cq.yield = y.YieldIdlePolls()
+	}
 	cq.ring.Init(attr.Entries, false)
 	d.mu.Lock()
 	d.cqs[cq] = struct{}{}
@@ -50,8 +70,39 @@ func (cq *CQ) push(wc *provider.WorkCompletion) {
 	}
 }
 
-// Poll copies the oldest completions into wc. It never blocks or allocates.
-func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) { return cq.ring.Poll(wc) }
+// Poll copies the oldest completions into wc. It never blocks or
+// allocates; with a PollYielder link, a long run of empty Polls yields the
+// thread now and then (see PollYielder).
+func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
+	n, err := cq.ring.Poll(wc)
+	if cq.yield {
+		cq.idlePoll(n)
+	}
+	return n, err
+}
+
+// idlePoll keeps the streak of empty Polls and yields the thread when it
+// has lasted idleYieldAfter.
+func (cq *CQ) idlePoll(n int) {
+	if n > 0 {
+		if cq.emptyPolls.Load() != 0 {
+			cq.emptyPolls.Store(0)
+			cq.emptySince.Store(0)
+		}
+		return
+	}
+	if cq.emptyPolls.Add(1)%idleYieldEvery != 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	since := cq.emptySince.Load()
+	switch {
+	case since == 0:
+		cq.emptySince.Store(now)
+	case now-since > int64(idleYieldAfter):
+		osYield()
+	}
+}
 
 // Wait returns once the CQ holds a completion (solicitedOnly: a solicited
 // receive completion or an error), or when ctx ends. It is level-triggered:

@@ -83,6 +83,20 @@ type EstablishAttr struct {
 	Access provider.Access
 }
 
+// PollYielder is implemented by links whose completions are made by
+// goroutines of their own that need a CPU of this host to run (a receive
+// goroutine reading a socket). When YieldIdlePolls reports true, a CQ
+// whose Poll has found nothing for idleYieldAfter yields the polling
+// thread to the OS on every idleYieldEvery-th empty Poll (sched_yield on
+// Linux): an application that spins on Poll, on a machine with fewer
+// CPUs than spinning threads, then leaves the CPU to the engine, or to the
+// peer process, that makes what it waits for, instead of holding it until
+// the OS time-slices the spinners (milliseconds). The thread stays
+// runnable: Poll still never blocks.
+type PollYielder interface {
+	YieldIdlePolls() bool
+}
+
 // MemoryLink is implemented by links whose peers reach registered memory
 // directly, without this device's engine (shared memory). The device calls
 // RegisteredMR once a region is registered, before RegisterMR returns (an
