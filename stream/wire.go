@@ -86,9 +86,18 @@ func (d connData) encode() []byte {
 	return b
 }
 
+// decodeConnData decodes the peer's connection data. Shorter data reads
+// as if zero-filled to connDataLen: the IB CM carries private data in a
+// fixed-size field, so a connection manager that cannot know the sender's
+// length hands it back without its trailing zeros (roce.CMIB does; the
+// big-endian length that ends rsocket's data usually ends in zero bytes),
+// as rsocket itself reads its struct from the whole field. What is missing
+// was zero, and the checks below refuse a zero where one is not allowed.
 func decodeConnData(b []byte) (connData, error) {
 	if len(b) < connDataLen {
-		return connData{}, fmt.Errorf("%w: %d bytes of connection data, rsocket's are %d", verbs.ErrProtocol, len(b), connDataLen)
+		var full [connDataLen]byte
+		copy(full[:], b)
+		b = full[:]
 	}
 	d := connData{
 		Version:   b[0],
