@@ -28,6 +28,13 @@ transfer, checked on receipt), and the same table. The flags are rstream's
 where rstream has them; rstream's nonblocking, async and resolve options
 are accepted and change nothing (stream I/O blocks), fork is refused.
 
+Over --transport roce the device connects through the InfiniBand CM on
+QP1 (roce.CMIB), as librdmacm does over RoCE, so the peer can be the C
+rstream on an rxe or RoCE NIC (or goverbs rstream); --rdma-cm no uses
+goverbs' side TCP channel instead, which only another goverbs peer
+speaks. The RoCE server binds -b's address (or --local): it is its GID.
+Over iwarp the connection manager is always MPA over TCP, as siw's.
+
 Flags:
 `
 
@@ -45,6 +52,7 @@ type rstreamFlags struct {
 	format    string
 	opts      testOpts
 	transport string
+	rdmaCM    string
 	timeout   time.Duration
 	dev       iwarpFlags
 	roce      roceFlags
@@ -95,6 +103,7 @@ func newRstreamFlags() *rstreamFlags {
 	fs.StringVar(&f.format, "f", "", "address `format`: name, ip or ipv6 (gid is not supported)")
 	fs.Var(&f.opts, "T", "test `option`: s|sockets (Go TCP), v|verify (check every byte), a, b, n, r (accepted)")
 	fs.StringVar(&f.transport, "transport", "iwarp", "goverbs `transport`: iwarp (siw's wire), roce, or another of goverbs bench's")
+	fs.StringVar(&f.rdmaCM, "rdma-cm", "yes", "roce only: `yes` connects through the IB CM as librdmacm does (rstream's peers); no through goverbs' side TCP channel (goverbs peers only)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "fail if the run takes longer than this `duration` (0: no limit)")
 	f.dev.register(fs, true) // local completion, as siw (see goverbs rping)
 	f.roce.register(fs)
@@ -182,6 +191,14 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(f.fs, "rstream", args, printRstreamUsage, stdout, stderr); err != nil {
 		return err
 	}
+	switch f.rdmaCM {
+	case "yes", "no":
+	default:
+		return &UsageError{Cmd: "rstream", Err: fmt.Errorf("--rdma-cm %q: yes or no", f.rdmaCM)}
+	}
+	if f.rdmaCM == "no" && f.transport != "roce" {
+		return &UsageError{Cmd: "rstream", Err: fmt.Errorf("--rdma-cm no: only roce has another connection manager, not %s", f.transport)}
+	}
 	if strings.EqualFold(f.format, "gid") {
 		return &UsageError{Cmd: "rstream", Err: errors.New("-f gid: addresses are IP addresses or names")}
 	}
@@ -208,10 +225,14 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rs.buf = make([]byte, max(maxSize, 16))
 	fmt.Fprintf(stdout, "%-10s%-8s%-8s%-8s%-8s%8s %10s%13s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
+	mode := ""
 	for _, tests := range plan {
 		conn, err := ep.connect(ctx)
 		if err != nil {
 			return err
+		}
+		if sc, ok := conn.(*stream.Conn); ok {
+			mode = ", " + sc.SendMode() // what the row claims: rsocket's mode on this device
 		}
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		for _, t := range tests {
@@ -239,7 +260,7 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if rs.client {
 		role = "client"
 	}
-	fmt.Fprintf(stderr, "goverbs rstream %s over %s: %d bytes sent, %d received, %s\n", role, ep.name, rs.sent, rs.received, what)
+	fmt.Fprintf(stderr, "goverbs rstream %s over %s%s: %d bytes sent, %d received, %s\n", role, ep.name, mode, rs.sent, rs.received, what)
 	return nil
 }
 
@@ -283,6 +304,12 @@ func (f *rstreamFlags) endpoint(stderr io.Writer) (*rstreamEndpoint, error) {
 	case "iwarp":
 		ep.dev, err = f.dev.open(stderr)
 	case "roce":
+		// rdma_cm's peers (rstream) connect through the IB CM; the RoCE
+		// server's GID is the address it binds.
+		f.roce.cmIB = f.rdmaCM == "yes"
+		if f.roce.local == "" && f.dst == "" {
+			f.roce.local = f.src
+		}
 		ep.dev, _, err = f.roce.open(f.dst)
 	default:
 		var t bench.Transport
