@@ -15,7 +15,8 @@
 #   --phases P     a subset of: rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
 #                  capture rstream rocecm rdmacm rdmacore (env PHASES; default
 #                  all). ud: ibv_ud_pingpong; perftest-rxe-cm: perftest -R
-#                  over rxe (IB CM); rdmacm: ucmatose and
+#                  over rxe (IB CM); rstream: rsockets' rstream against
+#                  goverbs rstream over siw and rxe (IB CM); rdmacm: ucmatose and
 #                  rdma_server/rdma_client over the IB CM; xstack: goverbs'
 #                  rdma-core backend on rxe0/siw0 against pure-Go roce/iwarp
 #                  (a cgo build of goverbs, -tags rdmacore). rdmacore runs
