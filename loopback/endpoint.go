@@ -30,6 +30,16 @@ type endpoint struct {
 	pending  *soft.SendWQE // waiting for a receive at the peer (RNR)
 	rnrTries int
 	timer    *time.Timer
+
+	// inbound is held for reading by the peer endpoint's goroutine while
+	// it works on this QP: a receive WQE it took, the memory it places
+	// into or reads. Detach passes through it for writing, so the soft
+	// device discards this QP's WQEs and releases their regions only
+	// once no such work is under way; the peer's later work sees
+	// detached and leaves the QP alone.
+	inbound sync.RWMutex
+	// peerEP caches the peer QP's endpoint (nil until it is attached).
+	peerEP atomic.Pointer[endpoint]
 }
 
 func (n *Network) newEndpoint(qp, peer *soft.QP) *endpoint {
@@ -73,11 +83,30 @@ func (e *endpoint) Detach() {
 	for e.kick.Load() != 0 {
 		runtime.Gosched()
 	}
+	// Only now, holding nothing: the peer's goroutine may be waiting in
+	// our run for its own Detach, and it must be able to finish its work
+	// on us (see inbound).
+	e.inbound.Lock()
+	e.inbound.Unlock()
 	e.net.mu.Lock()
 	if e.net.endpoints[e.qp] == e {
 		delete(e.net.endpoints, e.qp)
 	}
 	e.net.mu.Unlock()
+}
+
+// peerEndpoint returns the peer QP's endpoint, or nil if it has none (it
+// is not connected yet, or no longer).
+func (e *endpoint) peerEndpoint() *endpoint {
+	if p := e.peerEP.Load(); p != nil {
+		return p
+	}
+	p := e.net.endpointOf(e.peer)
+	if p != nil && p.peer == e.qp {
+		e.peerEP.Store(p)
+		return p
+	}
+	return nil
 }
 
 // run executes work until no kick is left.

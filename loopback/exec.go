@@ -11,6 +11,14 @@ import (
 // would. It returns the requester's completion status, or rnr when a SEND
 // found no receive.
 func (e *endpoint) execute(w *soft.SendWQE) (st provider.Status, rnr bool) {
+	if p := e.peerEndpoint(); p != nil {
+		// The peer QP's WQEs and memory stay while we work on them.
+		p.inbound.RLock()
+		defer p.inbound.RUnlock()
+		if p.detached.Load() {
+			return provider.StatusRetryExcErr, false
+		}
+	}
 	if !e.peer.CanReceive() {
 		return provider.StatusRetryExcErr, false
 	}
