@@ -109,6 +109,8 @@ Usage:
   goverbs rping [flags]           rping's protocol over iWARP: a peer of rping on Linux siw
   goverbs pingpong [flags]        ibv_rc_pingpong's protocol over RoCEv2: a peer of it on rxe
   goverbs rstream [flags]         librdmacm's rstream over goverbs streams (rsocket's wire)
+  goverbs rocecm MODE [flags]     rdma_cm peers over RoCEv2's IB CM: rping, ucmatose, rdma_server/client
+  goverbs xstack [flags]          SEND, WRITE and READ both ways between two goverbs stacks
   goverbs help [command]          this text, or a command's flags
 
 Start with: goverbs bench
@@ -129,6 +131,10 @@ func helpCmd(args []string, stdout io.Writer) error {
 		return interopHelp(args[0], stdout)
 	case "rstream":
 		printRstreamUsage(stdout)
+	case "rocecm":
+		printRoceCMUsage(stdout)
+	case "xstack":
+		printXstackUsage(stdout)
 	default:
 		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
 	}
