@@ -149,10 +149,15 @@ func (w *worker) dispatch(wcs []verbs.WorkCompletion) error {
 
 // received handles a receive completion: a control message, or a data
 // message (a SEND, or a WRITE with immediate) whose payload it checks when
-// validating. The receive is posted again at once.
+// validating. The receive is posted again at once, but, when validating,
+// after the check: a receive posted again may be filled at once (loopback
+// places a SEND on the sender's goroutine, a NIC at wire speed), over the
+// bytes being checked.
 func (w *worker) received(c *conn, wc *verbs.WorkCompletion) error {
-	if err := c.postRecv(wc.ID); err != nil {
-		return err
+	if !w.validate || wc.Flags&verbs.WCWithImm != 0 && wc.Opcode == verbs.WCRecv {
+		if err := c.postRecv(wc.ID); err != nil {
+			return err
+		}
 	}
 	if wc.Flags&verbs.WCWithImm != 0 && wc.Opcode == verbs.WCRecv {
 		count := int(wc.Imm &^ codeMask)
@@ -186,7 +191,10 @@ func (w *worker) received(c *conn, wc *verbs.WorkCompletion) error {
 	if n != c.size {
 		return w.annotate(&ValidationError{Seq: seq, Offset: min(n, c.size), Len: c.size}, c)
 	}
-	return w.annotate(c.r.check(slot[:n], seq), c)
+	if err := c.r.check(slot[:n], seq); err != nil {
+		return w.annotate(err, c)
+	}
+	return c.postRecv(wc.ID)
 }
 
 // checkWindow checks the count WRITEs of a validation window, which the
