@@ -38,7 +38,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		ctx, cancel = context.WithTimeout(ctx, DialTimeout)
 		defer cancel()
 	}
-	nd := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.cfg.addr.Addr(), 0))}
+	nd := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.cfg.addr.Addr(), 0)), Control: bindNoPort}
 	nc, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
