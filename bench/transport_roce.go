@@ -20,4 +20,16 @@ func init() {
 		}),
 		ListenAddr: tcpAddr,
 	})
+	// The same device connected through the InfiniBand CM on QP1, as
+	// rdma_cm peers connect: to weigh the IB CM against the side channel
+	// (setup above all) in the same run.
+	register(Transport{
+		Name:    "roce-ibcm",
+		Summary: "RoCEv2 over UDP in user space, connected through the InfiniBand CM on QP1 (rdma_cm's wire)",
+		Reach:   ReachNetwork,
+		New: each(func(host string, _ Open) provider.Provider {
+			return roce.New(roce.Options{Addr: net.JoinHostPort(host, "0"), CM: roce.CMIB})
+		}),
+		ListenAddr: tcpAddr,
+	})
 }
