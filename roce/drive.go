@@ -1,12 +1,6 @@
 package roce
 
-import (
-	"context"
-	"time"
-
-	"github.com/goverbs/goverbs/provider"
-	"github.com/goverbs/goverbs/soft"
-)
+import "time"
 
 // The poller reads the socket. An application that busy-polls a CQ waits
 // for what the device's socket brings (a receive, an ACK, a READ
@@ -184,80 +178,10 @@ func (e *engine) waitUnpark() bool {
 	}
 }
 
-// device is the soft device whose CQs drive the engine. soft has no hook
-// in its CQ's Poll, so the CQs it returns are wrapped, and its PDs and MRs
-// only to hand soft its own objects back (soft recognizes CQs and PDs by
-// type).
-type device struct {
-	*soft.Device
-	e *engine
-}
+// DriveEmptyPoll implements soft.PollDriver: an empty Poll of any CQ of
+// the device drives the engine (drive).
+func (l *link) DriveEmptyPoll() bool { return l.eng.drive() }
 
-func (d *device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
-	cq, err := d.Device.CreateCQ(attr)
-	if err != nil {
-		return nil, err
-	}
-	return &drivenCQ{CQ: cq.(*soft.CQ), e: d.e}, nil
-}
-
-func (d *device) AllocPD() (provider.PD, error) {
-	pd, err := d.Device.AllocPD()
-	if err != nil {
-		return nil, err
-	}
-	return &wrappedPD{PD: pd.(*soft.PD)}, nil
-}
-
-// wrappedPD unwraps the CQs of the QPs it creates.
-type wrappedPD struct{ *soft.PD }
-
-func (p *wrappedPD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
-	if cq, ok := init.SendCQ.(*drivenCQ); ok {
-		init.SendCQ = cq.CQ
-	}
-	if cq, ok := init.RecvCQ.(*drivenCQ); ok {
-		init.RecvCQ = cq.CQ
-	}
-	return p.PD.CreateQP(init)
-}
-
-func (p *wrappedPD) RegisterMR(buf []byte, access provider.Access, mem provider.Memory) (provider.MR, error) {
-	mr, err := p.PD.RegisterMR(buf, access, mem)
-	if err != nil {
-		return nil, err
-	}
-	return &wrappedMR{MR: mr.(*soft.MR)}, nil
-}
-
-// wrappedMR hands soft its own PD on re-registration.
-type wrappedMR struct{ *soft.MR }
-
-func (m *wrappedMR) Reregister(flags provider.ReregFlags, pd provider.PD, buf []byte, access provider.Access, mem provider.Memory) error {
-	if w, ok := pd.(*wrappedPD); ok {
-		pd = w.PD
-	}
-	return m.MR.Reregister(flags, pd, buf, access, mem)
-}
-
-// drivenCQ is a soft CQ whose empty Poll drives the device's engine.
-type drivenCQ struct {
-	*soft.CQ
-	e *engine
-}
-
-// Poll implements provider.CQ.
-func (cq *drivenCQ) Poll(wc []provider.WorkCompletion) (int, error) {
-	n, err := cq.CQ.Poll(wc)
-	if n > 0 || err != nil || len(wc) == 0 || !cq.e.drive() {
-		return n, err
-	}
-	return cq.CQ.Poll(wc)
-}
-
-// Wait implements provider.CQ: a goroutine that stops polling to wait
-// gives the socket back to the reader first.
-func (cq *drivenCQ) Wait(ctx context.Context, solicitedOnly bool) error {
-	cq.e.unparkReader()
-	return cq.CQ.Wait(ctx, solicitedOnly)
-}
+// BeforeWait implements soft.PollDriver: a goroutine that stops polling to
+// wait gives the socket back to the reader first.
+func (l *link) BeforeWait() { l.eng.unparkReader() }

@@ -73,7 +73,7 @@ func (p *Provider) Open() (provider.Device, error) {
 	p.mu.Lock()
 	p.link = l
 	p.mu.Unlock()
-	return &device{Device: l.dev, e: l.eng}, nil
+	return l.dev, nil
 }
 
 // Addr returns the UDP address of the device opened last: its GID and

@@ -28,6 +28,7 @@ type CQ struct {
 	ring devcore.CQ[*QP]
 
 	yield      bool          // the link's PollYielder asked for idle yields
+	driver     PollDriver    // the link's, if it drives its engine from Poll; set at creation
 	emptyPolls atomic.Uint32 // empty Polls in the current streak
 	emptySince atomic.Int64  // when the streak's clock started (UnixNano), 0 if not
 }
@@ -52,6 +53,7 @@ func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 	if y, ok := d.link.(PollYielder); ok {
 		cq.yield = y.YieldIdlePolls()
 	}
+	cq.driver, _ = d.link.(PollDriver)
 	cq.ring.Init(attr.Entries, false)
 	d.mu.Lock()
 	d.cqs[cq] = struct{}{}
@@ -71,10 +73,14 @@ func (cq *CQ) push(wc *provider.WorkCompletion) {
 }
 
 // Poll copies the oldest completions into wc. It never blocks or
-// allocates; with a PollYielder link, a long run of empty Polls yields the
-// thread now and then (see PollYielder).
+// allocates; with a PollDriver link an empty Poll lets the link run its
+// engine on this goroutine and looks again, and with a PollYielder link a
+// long run of empty Polls yields the thread now and then.
 func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	n, err := cq.ring.Poll(wc)
+	if n == 0 && err == nil && len(wc) > 0 && cq.driver != nil && cq.driver.DriveEmptyPoll() {
+		n, err = cq.ring.Poll(wc)
+	}
 	if cq.yield {
 		cq.idlePoll(n)
 	}
@@ -108,6 +114,9 @@ func (cq *CQ) idlePoll(n int) {
 // receive completion or an error), or when ctx ends. It is level-triggered:
 // a completion already queued ends the wait at once.
 func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
+	if cq.driver != nil {
+		cq.driver.BeforeWait()
+	}
 	return cq.ring.Wait(ctx, solicitedOnly, nil, nil)
 }
 

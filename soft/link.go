@@ -97,6 +97,18 @@ type PollYielder interface {
 	YieldIdlePolls() bool
 }
 
+// PollDriver is implemented by links that can make progress on the
+// goroutine of an application polling a CQ, instead of waking one of
+// their own (roce: a busy poller reads the device's socket itself). The
+// device calls DriveEmptyPoll after a Poll found nothing, and Polls once
+// more when it reports that it ran the engine; it calls BeforeWait before a
+// goroutine blocks in Wait, which will poll no more. Both may be called
+// from any goroutine, concurrently, and must not block.
+type PollDriver interface {
+	DriveEmptyPoll() bool
+	BeforeWait()
+}
+
 // MemoryLink is implemented by links whose peers reach registered memory
 // directly, without this device's engine (shared memory). The device calls
 // RegisteredMR once a region is registered, before RegisterMR returns (an
