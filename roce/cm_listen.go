@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -120,7 +121,7 @@ func (lst *listener) serve() {
 				return
 			default:
 			}
-			if temporaryAccept(err) {
+			if cmkit.Temporary(err) {
 				delay = min(max(2*delay, acceptFirstBackoff), acceptMaxBackoff)
 				if testHookAcceptRetry != nil {
 					testHookAcceptRetry(err)
@@ -149,18 +150,6 @@ func (lst *listener) serve() {
 
 // testHookAcceptRetry, if set, sees every temporary accept error.
 var testHookAcceptRetry func(error)
-
-// temporaryAccept reports whether an accept error is one that passes.
-func temporaryAccept(err error) bool {
-	for _, e := range [...]error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
-		syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN, syscall.EPERM, syscall.EPROTO} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
 
 // admit records nc as waiting for its REQ, evicting the oldest waiting
 // connection of its source, or of all, when a cap is reached. It returns

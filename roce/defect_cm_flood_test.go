@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/verbs"
@@ -271,11 +272,11 @@ func TestDefectCMAcceptFatalError(t *testing.T) {
 // backoff and the listener goes on accepting.
 func TestDefectCMAcceptTemporaryRetried(t *testing.T) {
 	for _, err := range []error{&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EMFILE)}} {
-		if !temporaryAccept(err) {
+		if !cmkit.Temporary(err) {
 			t.Fatalf("%v is not retried", err)
 		}
 	}
-	if temporaryAccept(errors.New("x")) {
+	if cmkit.Temporary(errors.New("x")) {
 		t.Fatal("an unknown error is retried")
 	}
 }
