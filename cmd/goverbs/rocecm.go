@@ -111,14 +111,7 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.cfg.Size == 0 {
 		f.cfg.Size = rping.DefaultSize
 	}
-	var res rping.Result
-	role := "client"
-	if f.client {
-		res, err = rping.Client(ctx, dev, addr, f.cfg)
-	} else {
-		role = "server"
-		res, err = rpingServe(ctx, dev, addr, f.cfg, stderr)
-	}
+	role, res, err := rpingRun(ctx, dev, addr, f.cfg, f.client, stderr)
 	fmt.Fprintf(stdout, "goverbs rocecm rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
 	return err
 }

@@ -91,16 +91,20 @@ func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer watchEvents(dev, stderr)()
 	defer dev.Close()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
-	var res rping.Result
-	role := "client"
-	if f.client {
-		res, err = rping.Client(ctx, dev, addr, f.cfg)
-	} else {
-		role = "server"
-		res, err = rpingServe(ctx, dev, addr, f.cfg, stderr)
-	}
+	role, res, err := rpingRun(ctx, dev, addr, f.cfg, f.client, stderr)
 	fmt.Fprintf(stdout, "goverbs rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
 	return err
+}
+
+// rpingRun runs rping's client (dialing addr) or server (listening on
+// it) on dev, and names the role it played.
+func rpingRun(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Config, client bool, stderr io.Writer) (string, rping.Result, error) {
+	if client {
+		res, err := rping.Client(ctx, dev, addr, cfg)
+		return "client", res, err
+	}
+	res, err := rpingServe(ctx, dev, addr, cfg, stderr)
+	return "server", res, err
 }
 
 // rpingServe listens on addr and serves one client, as rping -s does.
