@@ -18,6 +18,12 @@
 //   - Who answers a request (Claim): exactly one of Accept, Reject, the
 //     dialer's give-up, expiry and the listener's Close; the losers see
 //     ErrAnswered (ErrInvalidState).
+//   - The half-open set (HalfOpen), where a transport reads requests off
+//     sockets (iwarp, roce's side channel): connections accepted whose
+//     request is not read yet, bounded in all and per source; a
+//     connection over a bound evicts the oldest slow one (stalled before
+//     silent, never one whose request has arrived while another can go),
+//     not itself, and Close hands back the ones left to close.
 //   - The accept loop (Serve): temporary errors (out of descriptors or
 //     buffers, a connection aborted before it was accepted) are retried
 //     with backoff, as net/http's Server.Serve does; any other error stops
@@ -46,11 +52,15 @@
 //     Dial do to move the QPs to RTS (the IRD and ORD each side honours,
 //     the PSNs, the endpoint the QP sends on).
 //   - Its limits: the backlog, the default timeout, the longest private
-//     data, and any half-open bound beyond the backlog (iwarp's and
-//     roce's per-source eviction), which is the transport's own defence
-//     of its wire.
+//     data, the half-open bounds (HalfOpenLimits) where it reads requests
+//     off sockets, and the source a per-source bound counts (iwarp cuts
+//     IPv6 to a /64).
+//   - How far a half-open peer got (its Pace): a peek at the socket that
+//     knows the request's framing.
 //
 // Lock order: a transport's own listener lock comes before the Queue's
 // (fabric offers requests and closes the queue with its listener's mu
-// held); the Queue calls no transport code with its lock held.
+// held); the Queue calls no transport code with its lock held but its
+// pending function (an atomic load). A HalfOpen's lock is a leaf too: it
+// calls only its pace function (a non-blocking peek) with it held.
 package cmkit

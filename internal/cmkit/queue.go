@@ -64,7 +64,9 @@ type Queue[R any] struct {
 
 // NewQueue returns a queue that holds at most backlog requests. Accept
 // skips a request for which pending reports false (its Claim was taken:
-// its dialer gave up, it expired); pending may be nil.
+// its dialer gave up, it expired), and a full Reserve drops it; pending
+// may be nil. It runs with the Queue's lock held (see Reserve): it must
+// not block or call back into the Queue (Claim.Pending is an atomic load).
 func NewQueue[R any](backlog int, pending func(R) bool) *Queue[R] {
 	return &Queue[R]{slots: make(chan struct{}, backlog), reqs: make(chan R, backlog), done: make(chan struct{}),
 		pending: pending}
@@ -72,20 +74,56 @@ func NewQueue[R any](backlog int, pending func(R) bool) *Queue[R] {
 
 // Reserve takes a place in the backlog for a request about to be read; it
 // reports false when the backlog is full (the transport then refuses the
-// request with ReasonBacklogFull) or the listener closed. A place reserved
-// is given back by Push failing, Release, or Accept taking the request.
+// request with ReasonBacklogFull) or the listener closed. A full backlog
+// first drops the requests queued that nobody can answer any more (they
+// expired, their dialers gave up): a backlog full of dead requests that
+// no Accept came for must not refuse a live one. A place reserved is given
+// back by Push failing, Release, or Accept taking the request.
 func (q *Queue[R]) Reserve() bool {
-	select {
-	case <-q.done:
+	if q.Closed() {
 		return false
-	default:
 	}
+	return q.tryReserve() || q.dropAnswered() > 0 && q.tryReserve()
+}
+
+func (q *Queue[R]) tryReserve() bool {
 	select {
 	case q.slots <- struct{}{}:
 		return true
 	default:
 		return false
 	}
+}
+
+// dropAnswered takes the requests no longer pending out of the queue,
+// giving back their places, and returns how many it dropped. It holds mu,
+// so that no Push adds to reqs while it puts the pending ones back (there
+// is room: it just took them out); an Accept meanwhile may take a request
+// the rotation put behind younger ones.
+func (q *Queue[R]) dropAnswered() int {
+	if q.pending == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed { // Fail drains reqs: put nothing back behind it
+		return 0
+	}
+	n := 0
+	for range len(q.reqs) {
+		select {
+		case r := <-q.reqs:
+			if q.pending(r) {
+				q.reqs <- r
+				continue
+			}
+			q.Release()
+			n++
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // ReserveWait is Reserve for a dialer that waits for room: it returns nil
