@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -194,12 +195,7 @@ func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, peer netip.AddrPort,
 }
 
 // checkPrivateData enforces the side channel's private data limit.
-func checkPrivateData(pd []byte) error {
-	if len(pd) > MaxPrivateData {
-		return fmt.Errorf("%w: %d bytes of private data (roce carries at most %d)", provider.ErrInvalidArgument, len(pd), MaxPrivateData)
-	}
-	return nil
-}
+func checkPrivateData(pd []byte) error { return cmkit.CheckPrivateData("roce", pd, MaxPrivateData) }
 
 // ctxErr turns a context's end, or the deadline it set on the side
 // channel, into the verbs timeout error. A socket deadline may pass a

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -33,11 +34,8 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if err := qp.CheckConnectable(); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := cmkit.WithTimeout(ctx, DialTimeout)
+	defer cancel()
 	nd := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.cfg.addr.Addr(), 0)), Control: bindNoPort}
 	nc, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -75,7 +73,7 @@ func (l *link) dial(ctx context.Context, cm *cmConn, addr string, qp *soft.QP, p
 	case err != nil:
 		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrRejected, err)}
 	case rep.Type == cmREJ:
-		return provider.ConnInfo{}, &provider.RejectError{PrivateData: rep.Private, Reason: rep.Reason}
+		return provider.ConnInfo{}, cmkit.Rejected(rep.Private, rep.Reason)
 	case rep.Type != cmREP:
 		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %v instead of REP", provider.ErrProtocol, rep.Type)}
 	}
@@ -157,7 +155,7 @@ func (l *link) dialEnd(ctx context.Context, addr string, r cmRead) error {
 	case r.err != nil:
 		return &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrRejected, r.err)}
 	case r.m.Type == cmREJ:
-		return &provider.RejectError{PrivateData: r.m.Private, Reason: r.m.Reason}
+		return cmkit.Rejected(r.m.Private, r.m.Reason)
 	}
 	return &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %v before the listener's probe", provider.ErrProtocol, r.m.Type)}
 }

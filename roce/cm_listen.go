@@ -1,14 +1,12 @@
 package roce
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,12 +19,11 @@ import (
 // Limits of the side channel against floods of connections that never
 // speak (or speak too slowly): a listener reads every REQ on its own
 // goroutine, within handshakeTimeout, and holds at most maxPending such
-// connections, maxPendingPerSource of them from one IP. A connection over
-// either cap evicts the oldest silent one (of its source, or of all), not
-// itself: a legitimate dialer sends its REQ at once, so it is never the
-// oldest for long, and a flood, however fast, only churns its own. Requests
-// waiting for Accept are capped at maxWaiting; beyond that they are
-// rejected, as a full listen backlog refuses.
+// connections, maxPendingPerSource of them from one IP (cmkit's half-open
+// set: a connection over either cap evicts the oldest silent one, of its
+// source or of all, not itself). Requests waiting for Accept are capped at
+// maxWaiting (cmkit's backlog); beyond that they are rejected, as a full
+// listen backlog refuses.
 const (
 	handshakeTimeout    = 5 * time.Second
 	maxPending          = 512
@@ -34,37 +31,18 @@ const (
 	maxWaiting          = 256
 )
 
-// Backoff of the accept loop on a temporary error (EMFILE, ENFILE, ...),
-// as net/http's Server.Serve does.
-const (
-	acceptFirstBackoff = 5 * time.Millisecond
-	acceptMaxBackoff   = time.Second
-)
-
-// listener accepts connection requests on the side channel. The serve
-// goroutine owns the accept loop; handshake goroutines read REQs; mu
-// guards pend, perSrc and closed; err is written once before done closes.
+// listener accepts connection requests on the side channel. What is the
+// side channel's is here: the REQ, its checks, the REJ, the watch on a
+// waiting dialer; the rules every transport shares (the backlog, the
+// half-open set and its eviction, the accept loop, Close) are cmkit's.
+// The serve goroutine owns the accept loop; a handshake goroutine a
+// connection reads its REQ and queues the request. q and half each lock
+// only themselves; neither is held across the other.
 type listener struct {
-	l       *link
-	ln      net.Listener
-	reqs    chan *connReq
-	done    chan struct{}
-	once    sync.Once // closes done
-	userEnd sync.Once // the application's Close
-	err     error     // the fatal accept error that closed the listener; nil for Close
-	waiting atomic.Int32
-
-	mu     sync.Mutex
-	pend   list.List // of *shaking, oldest first
-	perSrc map[netip.Addr]int
-	closed bool
-}
-
-// shaking is a connection whose REQ is being read.
-type shaking struct {
-	nc   net.Conn
-	src  netip.Addr
-	elem *list.Element // nil once it left pend; guarded by the listener's mu
+	l    *link
+	ln   net.Listener
+	q    *cmkit.Queue[*connReq]
+	half *cmkit.HalfOpen[net.Conn]
 }
 
 // Listen listens for connection requests on a TCP address; an empty addr
@@ -90,7 +68,8 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 
 // serveListener serves connection requests arriving on ln.
 func (l *link) serveListener(ln net.Listener) (*listener, error) {
-	lst := &listener{l: l, ln: ln, reqs: make(chan *connReq), done: make(chan struct{}), perSrc: make(map[netip.Addr]int)}
+	lst := &listener{l: l, ln: ln, q: cmkit.NewQueue(maxWaiting, (*connReq).Pending),
+		half: cmkit.NewHalfOpen(cmkit.HalfOpenLimits{Max: maxPending, PerSource: maxPendingPerSource}, paceOf)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -105,142 +84,72 @@ func (l *link) serveListener(ln net.Listener) (*listener, error) {
 
 func (lst *listener) Addr() string { return lst.ln.Addr().String() }
 
-// serve accepts side-channel connections until the listener closes. A
-// temporary error (out of descriptors or buffers, a connection aborted
-// before it was accepted) is retried with backoff, for the condition passes
-// when connections end; any other error closes the listener, and Accept
-// returns it, rather than leave Accept waiting for connections that can no
-// longer come.
+// serve accepts side-channel connections until the listener closes (see
+// cmkit.Serve: temporary errors are retried with backoff); any other
+// error closes the listener, and Accept returns it, rather than leave
+// Accept waiting for connections that can no longer come.
 func (lst *listener) serve() {
-	var delay time.Duration
-	for {
-		nc, err := lst.ln.Accept()
-		if err != nil {
-			select {
-			case <-lst.done:
-				return
-			default:
-			}
-			if cmkit.Temporary(err) {
-				delay = min(max(2*delay, acceptFirstBackoff), acceptMaxBackoff)
-				if testHookAcceptRetry != nil {
-					testHookAcceptRetry(err)
-				}
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-lst.done:
-					t.Stop()
-					return
-				}
-				continue
-			}
-			lst.shutdown(&OpError{Op: "accept", Addr: lst.Addr(), Err: fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err)})
-			return
-		}
-		delay = 0
-		s := lst.admit(nc)
-		if s == nil {
-			nc.Close()
-			return
-		}
-		go lst.handshake(s)
+	err := cmkit.Serve(lst.q.Done(), lst.accept, lst.admit)
+	if err != nil {
+		lst.q.Fail(&OpError{Op: "accept", Addr: lst.Addr(), Err: fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err)}, (*connReq).refuse)
+		lst.shutdown()
 	}
+}
+
+// accept is the listener's Accept, showing testHookAcceptRetry the
+// temporary errors cmkit.Serve retries.
+func (lst *listener) accept() (net.Conn, error) {
+	nc, err := lst.ln.Accept()
+	if err != nil && testHookAcceptRetry != nil && cmkit.Temporary(err) && !lst.q.Closed() {
+		testHookAcceptRetry(err)
+	}
+	return nc, err
 }
 
 // testHookAcceptRetry, if set, sees every temporary accept error.
 var testHookAcceptRetry func(error)
 
 // admit records nc as waiting for its REQ, evicting the oldest waiting
-// connection of its source, or of all, when a cap is reached. It returns
-// nil once the listener is closed.
-func (lst *listener) admit(nc net.Conn) *shaking {
+// connection of its source, or of all, when a cap is reached, and starts
+// its handshake.
+func (lst *listener) admit(nc net.Conn) {
 	var src netip.Addr
 	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		src = ta.AddrPort().Addr().Unmap()
 	}
-	s := &shaking{nc: nc, src: src}
-	var victim *shaking
-	lst.mu.Lock()
-	if lst.closed {
-		lst.mu.Unlock()
-		return nil
+	s, evicted := lst.half.Admit(nc, src)
+	for _, v := range evicted {
+		v.Conn.Close() // its handshake goroutine's read fails
 	}
-	switch {
-	case lst.perSrc[src] >= maxPendingPerSource:
-		victim = lst.victimLocked(func(v *shaking) bool { return v.src == src })
-	case lst.pend.Len() >= maxPending:
-		victim = lst.victimLocked(func(*shaking) bool { return true })
+	if s == nil { // the listener closed
+		nc.Close()
+		return
 	}
-	if victim != nil {
-		lst.leaveLocked(victim)
-	}
-	s.elem = lst.pend.PushBack(s)
-	lst.perSrc[src]++
-	lst.mu.Unlock()
-	if victim != nil {
-		victim.nc.Close() // its handshake goroutine's read fails
-	}
-	return s
+	go lst.handshake(s)
 }
 
-// evictScan bounds how many waiting connections admit looks at for one
-// that is silent: past it, the oldest goes, spoken or not (a peer that
-// sends half a REQ is not spared for long).
-const evictScan = 16
-
-// victimLocked picks the connection to evict among those that match: the
-// oldest with nothing in its receive buffer, within the first evictScan;
-// else the oldest. A dialer's REQ follows its connect at once, so a
-// legitimate connection has spoken before its goroutine may have read, and
-// is spared however fast a flood from the same source churns.
-func (lst *listener) victimLocked(match func(*shaking) bool) *shaking {
-	var first *shaking
-	n := 0
-	for e := lst.pend.Front(); e != nil && n < evictScan; e = e.Next() {
-		v := e.Value.(*shaking)
-		if !match(v) {
-			continue
-		}
-		if first == nil {
-			first = v
-		}
-		if !spoke(v.nc) {
-			return v
-		}
-		n++
+// paceOf tells the half-open set whether a connection spoke: a dialer's
+// REQ follows its connect at once, so a legitimate connection has spoken
+// before its goroutine may have read, and is spared however fast a flood
+// from the same source churns.
+func paceOf(nc net.Conn) cmkit.Pace {
+	if spoke(nc) {
+		return cmkit.Arrived
 	}
-	return first
+	return cmkit.Silent
 }
 
-// leave removes s from the waiting connections; false if it was evicted.
-func (lst *listener) leave(s *shaking) bool {
-	lst.mu.Lock()
-	defer lst.mu.Unlock()
-	if s.elem == nil {
-		return false
-	}
-	lst.leaveLocked(s)
-	return true
-}
-
-func (lst *listener) leaveLocked(s *shaking) {
-	lst.pend.Remove(s.elem)
-	s.elem = nil
-	if lst.perSrc[s.src]--; lst.perSrc[s.src] <= 0 {
-		delete(lst.perSrc, s.src)
-	}
-}
-
-// handshake reads a REQ and offers it to Accept until the dialer gives up
-// or the listener closes, so that Accept never hands out a request whose
-// dialer is gone. A REQ whose RoCE address is not at the connection's
-// source IP is rejected here, with the reason, before Accept sees it.
-func (lst *listener) handshake(s *shaking) {
-	nc := s.nc
+// handshake reads a REQ and queues it for Accept; the request then waits
+// until Accept or Reject claims it, the dialer gives up (watchDialer) or
+// the listener closes, so that Accept never hands out a request whose
+// dialer is known gone. A REQ whose RoCE address is not at the
+// connection's source IP is rejected here, with the reason, before Accept
+// sees it.
+func (lst *listener) handshake(s *cmkit.Handshake[net.Conn]) {
+	nc := s.Conn
 	nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	m, err := readCM(nc)
-	if !lst.leave(s) || err != nil || m.Type != cmREQ {
+	if !lst.half.Leave(s) || err != nil || m.Type != cmREQ {
 		nc.Close()
 		return
 	}
@@ -252,106 +161,104 @@ func (lst *listener) handshake(s *shaking) {
 		nc.Close()
 		return
 	}
-	defer lst.waiting.Add(-1)
-	if lst.waiting.Add(1) > maxWaiting {
-		cm.sendREJ(nil, "too many connection requests wait for the listener's Accept")
+	if !lst.q.Reserve() {
+		if !lst.q.Closed() {
+			cm.sendREJ(nil, "too many connection requests wait for the listener's Accept")
+		}
 		nc.Close()
 		return
 	}
-	r := &connReq{lst: lst, cm: cm, m: m, peer: peer, gone: make(chan struct{}), watched: make(chan struct{})}
+	r := &connReq{lst: lst, cm: cm, m: m, peer: peer, watched: make(chan struct{})}
 	go r.watchDialer()
-	select {
-	case lst.reqs <- r:
-	case <-r.gone:
-		nc.Close()
-	case <-lst.done:
-		nc.Close()
+	if !lst.q.Push(r) {
+		r.refuse()
 	}
 }
 
 func (lst *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	select {
-	case r := <-lst.reqs:
-		return r, nil
-	case <-lst.done:
-		if lst.err != nil {
-			return nil, lst.err
+	r, err := lst.q.Accept(ctx)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && err == cerr {
+			return nil, ctxErr(ctx, "accept", lst.Addr())
 		}
-		return nil, provider.ErrClosed
-	case <-ctx.Done():
-		return nil, ctxErr(ctx, "accept", lst.Addr())
+		return nil, err
 	}
+	return r, nil
 }
 
 // Close stops listening. It fails with ErrClosed the second time; after a
 // fatal accept error closed the listener, the first Close still succeeds.
 func (lst *listener) Close() error {
-	err := error(provider.ErrClosed)
-	lst.userEnd.Do(func() {
-		err = nil
-		lst.shutdown(nil)
-	})
-	return err
+	first := lst.q.Close((*connReq).refuse)
+	if first {
+		lst.shutdown()
+	}
+	return cmkit.CloseResult(first)
 }
 
-// shutdown closes the listener once, with the accept error that ended it
-// (nil for Close), and the connections still waiting for their REQ.
-func (lst *listener) shutdown(cause error) {
-	lst.once.Do(func() {
-		lst.err = cause
-		close(lst.done)
-		lst.ln.Close()
-		lst.l.mu.Lock()
-		delete(lst.l.listeners, lst)
-		lst.l.mu.Unlock()
-		lst.mu.Lock()
-		lst.closed = true
-		var left []net.Conn
-		for e := lst.pend.Front(); e != nil; e = e.Next() {
-			left = append(left, e.Value.(*shaking).nc)
-		}
-		lst.mu.Unlock()
-		for _, nc := range left {
-			nc.Close()
-		}
-	})
+// shutdown releases what the listener holds: its socket, its place in the
+// link, the connections still waiting for their REQ. The accept loop's
+// end and Close may both call it.
+func (lst *listener) shutdown() {
+	lst.ln.Close()
+	lst.l.mu.Lock()
+	delete(lst.l.listeners, lst)
+	lst.l.mu.Unlock()
+	for _, nc := range lst.half.Close() {
+		nc.Close()
+	}
 }
 
-// connReq is a connection request waiting for Accept or Reject.
+// connReq is a connection request waiting for Accept or Reject. Its
+// Claim is pending until Accept, Reject, the dialer's give-up (seen by
+// watchDialer) or the listener's Close takes it.
 type connReq struct {
+	cmkit.Claim
 	lst     *listener
 	cm      *cmConn
 	m       cmMsg
 	peer    netip.AddrPort // m.Addr, checked by boundPeer; its port still unproven
-	claimed atomic.Bool
-	gone    chan struct{} // closed when the dialer hung up while waiting
-	watched chan struct{} // closed when watchDialer returned
-	left    bool          // the dialer hung up (valid after watched)
+	watched chan struct{}  // closed when watchDialer returned
+	left    atomic.Bool    // the dialer hung up: set by watchDialer before it claims
 }
 
 // watchDialer reads the side channel while the request waits: the dialer
-// sends nothing more before the REP, so any result means it went away.
+// sends nothing more before the REP, so any result means it went away,
+// and the request is claimed (Accept skips it) and its channel closed.
 func (r *connReq) watchDialer() {
 	defer close(r.watched)
 	var b [1]byte
 	_, err := r.cm.nc.Read(b[:])
-	if ne, ok := err.(net.Error); ok && ne.Timeout() && r.claimed.Load() {
+	if ne, ok := err.(net.Error); ok && ne.Timeout() && !r.Pending() {
 		return // Accept or Reject stopped the watch
 	}
-	r.left = true
-	close(r.gone)
+	r.left.Store(true)
+	if r.Take() {
+		r.cm.nc.Close()
+	}
+}
+
+// refuse ends a request nobody answered (the listener closed): its
+// dialer's side channel closes.
+func (r *connReq) refuse() {
+	if r.Take() {
+		r.cm.nc.Close()
+	}
 }
 
 // claim takes the request for Accept or Reject and stops the watch. It
 // fails if the request was answered or the dialer left.
 func (r *connReq) claim() error {
-	if !r.claimed.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: the request was already answered", provider.ErrInvalidState)
+	if !r.Take() {
+		if r.left.Load() {
+			return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
+		}
+		return cmkit.ErrAnswered
 	}
 	r.cm.nc.SetReadDeadline(time.Unix(1, 0))
 	<-r.watched
 	r.cm.nc.SetReadDeadline(time.Time{})
-	if r.left {
+	if r.left.Load() {
 		r.cm.close()
 		return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
 	}
@@ -390,7 +297,7 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	l := r.lst.l
 	q, ok := qp.(*soft.QP)
 	if !ok || q.Device() != l.dev {
-		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)
+		return provider.ConnInfo{}, cmkit.ForeignQP()
 	}
 	if q.Type() == provider.QPTypeUD {
 		return provider.ConnInfo{}, errUDNotConnected
@@ -453,7 +360,7 @@ wait:
 			case res.m.Type == cmRTU && established:
 				break wait
 			case res.m.Type == cmREJ:
-				err = &provider.RejectError{PrivateData: res.m.Private, Reason: res.m.Reason}
+				err = cmkit.Rejected(res.m.Private, res.m.Reason)
 			case res.m.Type == cmRTU:
 				err = fmt.Errorf("%w: RTU before the dialer proved its address %v", provider.ErrProtocol, r.peer)
 			default:
