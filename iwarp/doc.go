@@ -125,10 +125,31 @@
 // A disconnect (QP.Disconnect, Close, Device.Close, an application moving
 // the QP to ERR) ends the stream after the FPDU in progress with a FIN; the
 // peer's QP moves to ERR with EventPeerDisconnected. A peer that closes,
-// resets or dies does the same to ours; a peer that vanishes silently is
-// found by TCP keepalives and TCP_USER_TIMEOUT (30 s). Every outstanding WR
-// completes: the first one the peer never confirmed with StatusRetryExcErr
-// when the peer was lost, the rest with StatusWRFlushErr.
+// resets or dies does the same to ours. A peer that vanishes silently (a
+// link cut, a host gone) is found by TCP: iWARP leaves retransmission to
+// it, and a connected QP sets its socket's TCP_USER_TIMEOUT to the QP's
+// ACK timeout × (retry count + 1) (4.096 µs × 2^Timeout per try, as roce
+// waits before RETRY_EXC_ERR; 537 ms for the connection manager's Timeout
+// 14 and ConnParam.RetryCount's default 7), but at least the RNR budget
+// and 400 ms more: 1.4 s with the default budget of 1 s. The RNR budget
+// counts because a receiver waiting for a receive stops reading the
+// stream, and Linux ends a connection whose window stays shut for the
+// user timeout although the peer answers its probes: the sender must
+// outlast the peer's RNR wait (taken to be as long as ours) to learn its
+// outcome, RNR_RETRY_EXC_ERR, and not a lost peer. The 400 ms are twice
+// TCP's minimum retransmission timeout, so that one lost segment cannot
+// end a connection before its retransmission could be answered. An
+// application that wants the QP's figure alone sets RNRBudget to at most
+// that less 400 ms (RNRBudget(100*time.Millisecond): 537 ms). Timeout 0
+// (infinite) leaves the kernel's own limit. Until the QP is connected
+// (the MPA exchange) the socket has 30 s, besides the exchange's own
+// deadline. An idle connection's loss is found by keepalives (15 s idle,
+// then every 5 s). The same limit ends a connection whose peer process
+// stops reading for that long (stopped, starved), as roce's requester
+// gives up on a responder that stops answering. Every outstanding WR
+// completes: the first one the peer never confirmed with
+// StatusRetryExcErr when the peer was lost, the rest with
+// StatusWRFlushErr.
 //
 // What the responder placed completes with SUCCESS at the requester
 // however the responder's QP ends (SEMANTICS 16a), between goverbs peers:

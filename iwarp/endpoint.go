@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -25,13 +26,49 @@ const (
 	// probeIdle is how long unconfirmed unsignalled messages wait before a
 	// probe confirms them (and frees their send queue slots).
 	probeIdle = time.Millisecond
-	// userTimeout is TCP_USER_TIMEOUT: how long sent data may stay
-	// unacknowledged before the kernel declares the peer dead.
+	// userTimeout is TCP_USER_TIMEOUT (how long sent data may stay
+	// unacknowledged before the kernel declares the peer dead) from the
+	// TCP connect until the connection has a QP, whose own timeout and
+	// retry count then apply (qpUserTimeout). The MPA exchange is bounded
+	// by its context anyway.
 	userTimeout = 30 * time.Second
+	// minUserTimeout is the least TCP_USER_TIMEOUT a connected QP gets.
+	// TCP's retransmission timeout is at least 200 ms (TCP_RTO_MIN): a
+	// user timeout below twice that would give up before one
+	// retransmission had a full RTO to be acknowledged, so that a single
+	// lost segment, not a dead peer, could end the connection.
+	minUserTimeout = 400 * time.Millisecond
 )
 
+// qpUserTimeout is the TCP_USER_TIMEOUT of a connected QP with ACK timeout
+// exponent timeout and retry count retry on a link whose RNR budget is
+// rnr: one ACK timeout (4.096 µs × 2^timeout, IBA 1.4 §9.7.6.1.3) per try,
+// the first and retry retransmissions, the time after which roce's
+// requester gives up with RETRY_EXC_ERR. iWARP leaves retransmission to
+// TCP, so TCP is told to give up after as long; the stream then fails with
+// ETIMEDOUT and the first outstanding WR completes with RETRY_EXC_ERR
+// (finalize).
+//
+// It is at least minUserTimeout, and at least the RNR budget and
+// minUserTimeout more: a receiver waiting for a receive (the RNR rule)
+// stops reading the stream, its window shuts under a streaming sender,
+// and Linux ends a connection whose window stays shut for the user
+// timeout even though the peer answers every probe. The peer's RNR budget
+// is taken to be ours (goverbs peers with the same options); the sender
+// then learns the RNR outcome from the receiver's Terminate, as the IBA
+// has it, and not a lost peer (TestRNRWaitIsNotALostPeer). Timeout 0 is
+// infinite in IBA: 0 leaves the kernel's own limit (tcp_retries2, about
+// 15 minutes) and keepalive's.
+func qpUserTimeout(timeout, retry uint8, rnr time.Duration) time.Duration {
+	per := ib.LocalACKTimeout(timeout)
+	if per == 0 {
+		return 0
+	}
+	return max(per*time.Duration(retry+1), rnr+minUserTimeout) // rnr >= 0
+}
+
 // keepAlive finds a peer that vanished without a FIN or reset on an idle
-// connection (with userTimeout on a busy one). The dialer and the listener
+// connection (TCP_USER_TIMEOUT on a busy one). The dialer and the listener
 // set it on every connection they make.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
 
@@ -148,6 +185,14 @@ func (e *endpoint) start() {
 		return
 	}
 	e.started = true
+	// The QP is connected: from now on TCP gives up on unacknowledged
+	// data after the QP's own timeout × tries, not the handshake's 30 s.
+	// Modify cannot change Timeout or RetryCnt in RTS (IBA's RTS->RTS
+	// takes neither). SQD->SQD can, but soft tells a link nothing of a
+	// Modify but the SQD->RTS SendReady, which is the hot path's: such a
+	// change keeps the value set here.
+	a := e.qp.Attr()
+	tuneSocket(e.conn, qpUserTimeout(a.Timeout, a.RetryCnt, e.rnrBudget))
 	e.link.track(e, true)
 	go e.rxLoop()
 	go e.txLoop()

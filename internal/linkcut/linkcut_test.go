@@ -22,10 +22,6 @@ import (
 // or "client TRANSPORT IP ADDR".
 const roleEnv = "GOVERBS_LINKCUT_ROLE"
 
-// iwarpEnv adds iwarp, whose link cut surfaces only after TCP gives up
-// (TCP_USER_TIMEOUT, 30 s): too long for every CI run.
-const iwarpEnv = "GOVERBS_LINKCUT_IWARP"
-
 const (
 	region = 1 << 20 // the server's buffer the client WRITEs into
 	size   = 64 << 10
@@ -46,12 +42,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// shortRNR is the RNR budget of the "iwarp-rnr100ms" case: short enough
+// that the QP's timeout × tries alone sets TCP_USER_TIMEOUT (see package
+// iwarp: at least the budget and 400 ms more).
+const shortRNR = 100 * time.Millisecond
+
 func open(transport, ip string) (*verbs.Device, error) {
 	switch transport {
 	case "roce":
 		return verbs.Open(roce.New(roce.Options{Addr: ip + ":0"}))
 	case "iwarp":
 		return verbs.Open(iwarp.New())
+	case "iwarp-rnr100ms":
+		return verbs.Open(iwarp.New(iwarp.RNRBudget(shortRNR)))
 	}
 	return nil, fmt.Errorf("unknown transport %q", transport)
 }
@@ -69,11 +72,7 @@ func TestLinkCut(t *testing.T) {
 	if err != nil {
 		t.Skip("link cut: needs iproute2 (ip)")
 	}
-	transports := []string{"roce"}
-	if os.Getenv(iwarpEnv) == "1" {
-		transports = append(transports, "iwarp")
-	}
-	for i, tr := range transports {
+	for i, tr := range []string{"roce", "iwarp", "iwarp-rnr100ms"} {
 		t.Run(tr, func(t *testing.T) { linkCut(t, ip, tr, i) })
 	}
 }
@@ -253,9 +252,16 @@ func client(transport, ip, addr string) error {
 	if err != nil {
 		return err
 	}
-	bound := 30*time.Second + 15*time.Second // iwarp: TCP_USER_TIMEOUT, and keepalive's margin
-	if transport == "roce" {
-		bound = (4096 * time.Nanosecond << attr.Timeout) * time.Duration(attr.RetryCnt+1)
+	// The QP's ACK timeout per try, and RetryCnt retries after the first:
+	// roce's requester gives up then; iwarp has TCP give up as long after
+	// (TCP_USER_TIMEOUT), but no sooner than the RNR budget and 400 ms
+	// (see package iwarp).
+	bound := (4096 * time.Nanosecond << attr.Timeout) * time.Duration(attr.RetryCnt+1)
+	switch transport {
+	case "iwarp":
+		bound = max(bound, iwarp.DefaultRNRBudget+400*time.Millisecond)
+	case "iwarp-rnr100ms":
+		bound = max(bound, shortRNR+400*time.Millisecond)
 	}
 	fmt.Println("bound", bound)
 	posted, done := uint64(0), map[uint64]int{}
