@@ -42,6 +42,29 @@ func New(name string) (*Provider, error) {
 // asynchronous events and connection manager channel.
 func (p *Provider) Open() (provider.Device, error) { return openDev(p.name) }
 
+// GID returns port 1's RoCE v2 IPv4 GID and its index: the source GID of
+// the device's QPs connected by hand, which a peer's address vector must
+// name (perftest's -x). It fails with ErrNotSupported where there is none
+// (iWARP, InfiniBand, a RoCE port without an IPv4 address). It only
+// queries the device: no probe, no channels.
+func (p *Provider) GID() (int, net.IP, error) {
+	ctx, err := openDevice(p.name)
+	if err != nil {
+		return -1, nil, fmt.Errorf("%w: ibv_open_device %s: %v", errnoClass(err), p.name, err)
+	}
+	defer closeDevice(ctx)
+	a, err := queryDevice(ctx)
+	if err != nil {
+		return -1, nil, fmt.Errorf("%w: ibv_query_device_ex %s: %v", errnoClass(err), p.name, err)
+	}
+	if a.transport != ibvTransportIWARP && a.link_layer == ibvLinkEthernet {
+		if i, gid, _ := roceGID(ctx, int(a.gid_tbl_len)); i >= 0 {
+			return i, net.IP(gid[:]), nil
+		}
+	}
+	return -1, nil, fmt.Errorf("%w: %s has no RoCE v2 IPv4 GID on port 1", provider.ErrNotSupported, p.name)
+}
+
 // Devices describes every verbs device of this host, for goverbs info.
 func Devices() ([]DeviceInfo, error) {
 	names, paths, err := deviceNames()
@@ -50,17 +73,25 @@ func Devices() ([]DeviceInfo, error) {
 	}
 	var out []DeviceInfo
 	for i, n := range names {
-		in := DeviceInfo{Name: n, SysfsPath: paths[i]}
-		d, err := openDev(n)
-		if err != nil {
-			in.Error = err.Error()
-		} else {
-			in.Caps, in.Addrs, in.PortActive = d.caps, d.addrs, d.portActive
-			d.Close()
-		}
-		out = append(out, in)
+		out = append(out, describe(n, paths[i]))
 	}
 	return out, nil
+}
+
+// describe opens device n to report it; a failure to open is the Error.
+func describe(n, path string) DeviceInfo {
+	in := DeviceInfo{Name: n, SysfsPath: path, GIDIndex: -1}
+	d, err := openDev(n)
+	if err != nil {
+		in.Error = err.Error()
+		return in
+	}
+	in.Caps, in.Addrs, in.PortActive = d.caps, d.addrs, d.portActive
+	if d.gidIndex >= 0 {
+		in.GIDIndex, in.GID = d.gidIndex, net.IP(d.gid[:])
+	}
+	d.Close()
+	return in
 }
 
 // device is an open verbs context. Its maps are guarded by mu; caps and

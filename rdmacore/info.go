@@ -1,6 +1,10 @@
 package rdmacore
 
-import "github.com/goverbs/goverbs/provider"
+import (
+	"net"
+
+	"github.com/goverbs/goverbs/provider"
+)
 
 // DeviceInfo describes one verbs device of this host (goverbs info).
 type DeviceInfo struct {
@@ -14,6 +18,12 @@ type DeviceInfo struct {
 	// addresses Listen and Dial use.
 	Addrs      []string `json:"addrs,omitempty"`
 	PortActive bool     `json:"port_active"`
+	// GIDIndex and GID are port 1's RoCE v2 IPv4 GID, the source GID a
+	// QP connected by hand sends from (what perftest's -x selects and
+	// what a peer's address vector names); GIDIndex is -1 and GID nil on
+	// iWARP and InfiniBand devices, and on RoCE ports with no IPv4 GID.
+	GIDIndex int    `json:"gid_index"`
+	GID      net.IP `json:"gid,omitempty"`
 	// Error says why the device could not be opened.
 	Error string `json:"error,omitempty"`
 }

@@ -4,6 +4,7 @@ package rdmacore
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/goverbs/goverbs/provider"
 )
@@ -25,3 +26,6 @@ func (p *Provider) Open() (provider.Device, error) { return nil, errNotBuilt }
 
 // Devices returns an error wrapping provider.ErrNotSupported.
 func Devices() ([]DeviceInfo, error) { return nil, errNotBuilt }
+
+// GID returns an error wrapping provider.ErrNotSupported.
+func (p *Provider) GID() (int, net.IP, error) { return -1, nil, errNotBuilt }
