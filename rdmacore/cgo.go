@@ -2,8 +2,9 @@
 
 package rdmacore
 
-// This is the only file of the package that imports "C": thin gv_* shims
-// over libibverbs and librdmacm, no state and no policy. Batches (work
+// This is the only file of the package that calls rdma-core (cgo_stub.go
+// imports "C" too, for the stand-in device of the cost benchmarks): thin
+// gv_* shims over libibverbs and librdmacm, no state and no policy. Batches (work
 // requests, completions, events) cross in C memory the Go side allocates
 // once per object (C.calloc) and fills through unsafe.Slice, so C never
 // holds a Go pointer and the hot path allocates nothing.
@@ -105,7 +106,11 @@ static int gv_gid(struct ibv_context *ctx, int n, uint8_t *gid, uint32_t *ifinde
 	return -ENOENT;
 }
 
-static int gv_post_send(struct ibv_qp *qp, gv_swr *w, int n, int *bad) {
+// gv_post_send and gv_post_recv return 0, or the provider's errno with
+// the index of the first WR it refused above bit 16: a bad-WR out
+// parameter would be a Go pointer that cgo moves to the heap, one
+// allocation per post.
+static int gv_post_send(struct ibv_qp *qp, gv_swr *w, int n) {
 	struct ibv_send_wr wr[GV_BATCH], *b = NULL;
 	memset(wr, 0, sizeof(wr[0]) * n);
 	for (int i = 0; i < n; i++) {
@@ -129,11 +134,10 @@ static int gv_post_send(struct ibv_qp *qp, gv_swr *w, int n, int *bad) {
 			wr[i].imm_data = htobe32(w[i].imm);
 	}
 	int rc = ibv_post_send(qp, wr, &b);
-	*bad = b ? (int)(b - wr) : 0;
-	return rc;
+	return rc ? (rc & 0xffff) | (b ? (int)(b - wr) : 0) << 16 : 0;
 }
 
-static int gv_post_recv(struct ibv_qp *qp, gv_rwr *w, int n, int *bad) {
+static int gv_post_recv(struct ibv_qp *qp, gv_rwr *w, int n) {
 	struct ibv_recv_wr wr[GV_BATCH], *b = NULL;
 	for (int i = 0; i < n; i++) {
 		wr[i].wr_id = w[i].wr_id;
@@ -142,8 +146,7 @@ static int gv_post_recv(struct ibv_qp *qp, gv_rwr *w, int n, int *bad) {
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 	}
 	int rc = ibv_post_recv(qp, wr, &b);
-	*bad = b ? (int)(b - wr) : 0;
-	return rc;
+	return rc ? (rc & 0xffff) | (b ? (int)(b - wr) : 0) << 16 : 0;
 }
 
 static int gv_poll(struct ibv_cq *cq, gv_wc *out, int n) {
@@ -549,19 +552,20 @@ func queryQP(qp unsafe.Pointer) (qpAttr, qpCap, error) {
 }
 
 func postSend(qp unsafe.Pointer, w *cSendWR, n int) (bad int, err error) {
-	var b C.int
-	if rc := C.gv_post_send((*C.struct_ibv_qp)(qp), w, C.int(n), &b); rc != 0 {
-		return int(b), syscall.Errno(rc)
-	}
-	return 0, nil
+	return postResult(C.gv_post_send((*C.struct_ibv_qp)(qp), w, C.int(n)))
 }
 
 func postRecv(qp unsafe.Pointer, w *cRecvWR, n int) (bad int, err error) {
-	var b C.int
-	if rc := C.gv_post_recv((*C.struct_ibv_qp)(qp), w, C.int(n), &b); rc != 0 {
-		return int(b), syscall.Errno(rc)
+	return postResult(C.gv_post_recv((*C.struct_ibv_qp)(qp), w, C.int(n)))
+}
+
+// postResult splits a gv_post_* result into the refused WR's index and
+// the errno.
+func postResult(rc C.int) (bad int, err error) {
+	if rc == 0 {
+		return 0, nil
 	}
-	return 0, nil
+	return int(rc >> 16), syscall.Errno(rc & 0xffff)
 }
 
 // The connection manager. An id is a uint64 (the rdma_cm_id's address).
