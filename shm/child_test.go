@@ -28,6 +28,8 @@ var childRoles = map[string]func(){
 	"sink":           sinkChild,
 	"last-recv":      lastRecvChild,
 	"stalled-reader": stalledReaderChild,
+	"forking-target": forkingTargetChild,
+	"holder":         holderChild,
 }
 
 // startChild starts role with extra environment variables.

@@ -16,7 +16,9 @@ import (
 // engine serves the peer's requests and completes ours (engine_linux.go),
 // on its own goroutine or on one polling a CQ, whichever holds the turn
 // (drive_linux.go); the reader goroutine handles control messages and
-// notices the peer's death (reader_linux.go). Fields say who touches them.
+// notices the peer's death (reader_linux.go), as does the link's watcher
+// goroutine of the peer process (pidwatch_linux.go). Fields say who
+// touches them.
 type conn struct {
 	l   *link
 	qp  *soft.QP
@@ -60,7 +62,7 @@ type conn struct {
 	ready      chan struct{} // closed when the peer's initial exports are mapped
 	readyOnce  sync.Once
 	helpers    sync.WaitGroup // abort's goroutines, which Detach waits for
-	stopWatch  func()         // stops the pidfd watcher
+	stopWatch  func()         // stops the peer process's watch of this connection
 	detachOnce sync.Once
 }
 
@@ -84,11 +86,9 @@ func newConn(l *link, qp *soft.QP, ctl ctlConn, pid int, me *local, peer *remote
 // protection domain. The QP is established.
 func (c *conn) start() {
 	c.publishQP()
-	var watch func()
-	watch, c.stopWatch = c.watchPeer()
+	c.stopWatch = c.watchPeer()
 	go c.engineLoop()
 	go c.readLoop()
-	go watch()
 	c.l.attach(c)
 	c.l.driveCQs(c)
 }

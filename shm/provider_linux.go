@@ -96,6 +96,12 @@ type link struct {
 	qpCQs     map[weak.Pointer[soft.QP]][2]*drivenCQ // the send and receive CQs of each QP (drive_linux.go)
 	closed    bool
 
+	// watchMu guards watches: the watch of each peer process that
+	// connections of the link are watched by (pidwatch_linux.go). It is
+	// taken before a pidWatch's mu, and never with mu held.
+	watchMu sync.Mutex
+	watches map[int]*pidWatch
+
 	warnOnce sync.Once // OwnerServedWarn's one line
 }
 

@@ -2,9 +2,6 @@ package shm
 
 import (
 	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/provider"
 )
@@ -47,44 +44,20 @@ func (c *conn) readLoop() {
 	}
 }
 
-// watchPeer opens a pidfd of the peer process, if the kernel has them
-// (Linux 5.3), and returns a goroutine that ends the connection when the
-// process exits, and a function that stops it. The socket's end shows the
-// death too, but only once every process holding the socket is gone: a
-// peer that forked keeps it open in its child.
-func (c *conn) watchPeer() (watch func(), stop func()) {
-	fd, err := unix.PidfdOpen(c.pid, 0)
-	if err != nil || unix.SetNonblock(fd, true) != nil {
-		if err == nil {
-			unix.Close(fd)
-		}
-		return func() {}, func() {}
+// watchPeer has the connection watched by the link's pidfd of the peer
+// process, opened by the first connection to it (Linux 5.3 has pidfds;
+// without them only the socket tells), and returns a function that stops
+// the watch. The socket's end shows the death too, but only once every
+// process holding the socket is gone: a peer that forked keeps it open in
+// its child.
+func (c *conn) watchPeer() (stop func()) {
+	w := c.l.peerWatch(c.pid)
+	if w == nil {
+		return func() {}
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return func() {}, func() {}
-	}
-	done := make(chan struct{})
-	watch = func() {
-		defer close(done)
-		first := true
-		// A pidfd polls readable once the process has exited.
-		err := rc.Read(func(uintptr) bool {
-			defer func() { first = false }()
-			return !first
-		})
-		if err == nil && !c.detached.Load() {
-			c.peerClosed.Store(true)
-			c.peerLeft(fmt.Errorf("%w: shm peer process %d exited", provider.ErrDisconnected, c.pid))
-		}
-	}
-	stop = func() {
-		f.Close()
-		<-done
-	}
-	return watch, stop
+	w.conns[c] = struct{}{} // peerWatch returned with w.mu held
+	w.mu.Unlock()
+	return func() { c.l.unwatch(w, c) }
 }
 
 // exportAnswered releases the registration waiting for the peer to handle

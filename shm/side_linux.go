@@ -15,9 +15,12 @@ import (
 
 // local is this side's half of a connection: the control segment we write
 // and the eventfd our engine sleeps on. Both belong to the connection and
-// are released by close.
+// are released by close. The segment's memfd is kept only until it was
+// shared: the mapping keeps the memory, and a connection then holds no
+// descriptor for its own segment (at 10,000 QPs, 10,000 fewer).
 type local struct {
-	mem    *mem.Region
+	buf    []byte // our read-write mapping of the segment
+	segFd  int    // the segment's memfd until shareable closed it, then -1
 	seg    segment
 	efd    *os.File // our doorbell; nonblocking, read through the netpoller
 	efdRaw int      // its descriptor, for writes (os.File.Fd would make it blocking)
@@ -25,49 +28,76 @@ type local struct {
 
 // newLocal allocates and seals a control segment and a doorbell.
 func newLocal(g geometry) (*local, error) {
-	r, err := mem.Alloc(g.size())
+	buf, fd, err := allocSegment(g.size())
 	if err != nil {
-		return nil, fmt.Errorf("shm: control segment: %w", err)
-	}
-	fd, err := r.Fd()
-	if err == nil {
-		// From now on nobody can map the segment writable or write(2)
-		// it: only our existing mapping writes it.
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE)
-	}
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("shm: sealing the control segment (Linux 5.1 or later): %w", err)
+		return nil, err
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
-		r.Close()
+		unix.Munmap(buf)
+		unix.Close(fd)
 		return nil, fmt.Errorf("shm: eventfd: %w", err)
 	}
-	l := &local{mem: r, seg: segment{b: r.Bytes(), g: g}, efd: os.NewFile(uintptr(efd), "shm-doorbell"), efdRaw: efd}
+	l := &local{buf: buf, segFd: fd, seg: segment{b: buf, g: g}, efd: os.NewFile(uintptr(efd), "shm-doorbell"), efdRaw: efd}
 	l.seg.format()
 	return l, nil
+}
+
+// allocSegment makes a control segment of at least size bytes: a memfd
+// sealed against resizing (the peer checks that it cannot shrink under
+// its mapping), mapped read-write here, and then sealed with
+// F_SEAL_FUTURE_WRITE, so that nobody can map it writable or write(2) it
+// any more: only this mapping writes it.
+func allocSegment(size int) ([]byte, int, error) {
+	fd, err := unix.MemfdCreate("goverbs-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, -1, fmt.Errorf("shm: control segment: memfd_create: %w", err)
+	}
+	n := roundUp(size, os.Getpagesize())
+	var buf []byte
+	if err = unix.Ftruncate(fd, int64(n)); err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	}
+	if err == nil {
+		buf, err = unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE)
+		if err != nil {
+			unix.Munmap(buf)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, -1, fmt.Errorf("shm: sealing the control segment (Linux 5.1 or later): %w", err)
+	}
+	return buf, fd, nil
 }
 
 // shareable returns descriptors to send to the peer: a read-only
 // descriptor of the segment (opened anew through /proc, so the peer cannot
 // even ask for write access with fcntl) and the doorbell. The caller closes
-// the first after sending.
+// the first after sending. It is called once per connection, and closes
+// the segment's memfd: nobody needs it any more.
 func (l *local) shareable() (seg, efd int, err error) {
-	fd, err := l.mem.Fd()
+	if l.segFd < 0 {
+		return -1, -1, fmt.Errorf("%w: the control segment was shared already", provider.ErrInvalidState)
+	}
+	ro, err := reopenReadOnly(l.segFd)
 	if err != nil {
 		return -1, -1, err
 	}
-	ro, err := reopenReadOnly(fd)
-	if err != nil {
-		return -1, -1, err
-	}
+	unix.Close(l.segFd)
+	l.segFd = -1
 	return ro, l.efdRaw, nil
 }
 
 func (l *local) close() {
 	l.efd.Close()
-	l.mem.Close()
+	unix.Munmap(l.buf)
+	if l.segFd >= 0 {
+		unix.Close(l.segFd)
+	}
 }
 
 // reopenReadOnly opens a new O_RDONLY descriptor of the file behind fd.
