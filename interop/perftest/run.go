@@ -78,7 +78,11 @@ func dialCM(ctx context.Context, dev *verbs.Device, addr string) (channel, error
 func (s *session) run(ctx context.Context, addr string, accept func(context.Context, *session) error) (Result, error) {
 	res := Result{Test: s.cfg.Test, Size: s.cfg.Size, Iters: s.cfg.Iters}
 	var err error
-	if s.sys, err = versions(ctx, s.ch, s.cfg.MTU); err != nil {
+	mtu := s.cfg.MTU
+	if mtu == 0 {
+		mtu = s.dev.Caps().PathMTU // as Config says: the port's active MTU
+	}
+	if s.sys, err = versions(ctx, s.ch, mtu); err != nil {
 		return res, err
 	}
 	res.PeerVersion = s.sys.peerVersion
