@@ -14,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/bench/report"
 	"github.com/goverbs/goverbs/interop/perftest"
+	"github.com/goverbs/goverbs/rdmacore"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -34,6 +35,14 @@ and iterations: perftest does not exchange them.
                      against perftest on rxe with -R: both connections go
                      through the InfiniBand CM on QP1 (roce.CMIB), as
                      rdma_cm does over RoCE.
+  --transport verbs:DEV
+                     a verbs device through rdma-core (a build with cgo
+                     and -tags rdmacore), beside perftest on the same
+                     device: without -R (RoCE: rxe0) the QP is connected
+                     by hand from the device's RoCE v2 IPv4 GID (perftest's
+                     -x) and port MTU; with --rdma-cm yes (the default on
+                     iWARP: siw0) through librdmacm, the server listening
+                     on the device's address.
 
 Latency is reported as perftest does (RTT/2 for write and send, the full
 READ), bandwidth as measured by the client; a bandwidth server prints the
@@ -61,7 +70,7 @@ func newPerftestFlags() *perftestFlags {
 	fs, c := f.fs, &f.cfg
 	fs.Bool("perftest", true, "speak perftest's exchange (this mode)")
 	fs.StringVar(&f.test, "test", "", "`test`: write_lat, write_bw, read_lat, read_bw, send_lat or send_bw (also ib_write_lat, write-lat)")
-	fs.StringVar(&f.trans, "transport", "roce", "`transport`: roce (perftest without -R, rxe) or iwarp (perftest -R, siw)")
+	fs.StringVar(&f.trans, "transport", "roce", "`transport`: roce (perftest without -R, rxe), iwarp (perftest -R, siw) or verbs:DEV (rdma-core)")
 	fs.StringVar(&f.connect, "connect", "", "client: the server's `HOST[:PORT]` (port 18515)")
 	fs.StringVar(&f.listen, "listen", "", "server: the `[ADDR][:PORT]` to listen on (port 18515)")
 	fs.IntVar(&c.Size, "size", 0, "message `bytes` (perftest -s; default 2 latency, 65536 bandwidth)")
@@ -127,29 +136,50 @@ func (f *perftestFlags) check() error {
 	if (f.connect == "") == (f.listen == "") {
 		return &UsageError{Cmd: "bench", Err: errors.New("--perftest needs exactly one of --connect and --listen")}
 	}
-	switch f.trans {
-	case "roce", "iwarp":
+	switch {
+	case f.trans == "roce", f.trans == "iwarp":
+	case f.verbsDev() != "":
 	default:
-		return &UsageError{Cmd: "bench", Err: fmt.Errorf("--perftest runs over roce or iwarp, not %q", f.trans)}
+		return &UsageError{Cmd: "bench", Err: fmt.Errorf("--perftest runs over roce, iwarp or verbs:DEV, not %q", f.trans)}
 	}
 	switch f.cm {
-	case "auto":
-		f.cfg.CM = f.trans == "iwarp"
-	case "yes", "no":
-		f.cfg.CM = f.cm == "yes"
+	case "auto", "yes", "no":
 	default:
 		return &UsageError{Cmd: "bench", Err: fmt.Errorf("--rdma-cm %q: yes, no or auto", f.cm)}
 	}
-	if f.trans == "iwarp" && !f.cfg.CM {
+	// A verbs device says whether it is iWARP only once open (settle).
+	if f.verbsDev() == "" {
+		return f.settle(f.trans == "iwarp")
+	}
+	return nil
+}
+
+// verbsDev is the device of --transport verbs:DEV, "" for another
+// transport.
+func (f *perftestFlags) verbsDev() string {
+	dev, ok := strings.CutPrefix(f.trans, "verbs:")
+	if !ok {
+		return ""
+	}
+	return dev
+}
+
+// settle resolves --rdma-cm auto (yes on iWARP) and what iWARP implies.
+func (f *perftestFlags) settle(iwarp bool) error {
+	f.cfg.CM = f.cm == "yes" || (f.cm == "auto" && iwarp)
+	if iwarp && !f.cfg.CM {
 		return &UsageError{Cmd: "bench", Err: errors.New("iWARP QPs are connected through the connection manager: --rdma-cm yes")}
 	}
-	f.cfg.Credits = f.trans == "iwarp" // perftest's send_bw on an iWARP device
+	f.cfg.Credits = iwarp // perftest's send_bw on an iWARP device
 	return nil
 }
 
 // open opens the device. An iWARP server may send first (perftest's
 // ib_write_lat -R server does), as siw does.
 func (f *perftestFlags) open(peerHost string, stderr io.Writer) (*verbs.Device, error) {
+	if f.verbsDev() != "" {
+		return f.openVerbs()
+	}
 	if f.trans == "iwarp" {
 		f.iwarp.eager = f.listen != ""
 		return f.iwarp.open(stderr)
@@ -161,6 +191,36 @@ func (f *perftestFlags) open(peerHost string, stderr io.Writer) (*verbs.Device, 
 	dev, gid, err := f.roce.open(peerHost)
 	f.cfg.GID, f.cfg.MTU = gid, verbs.MTU(f.roce.mtu)
 	return dev, err
+}
+
+// openVerbs opens --transport verbs:DEV through rdma-core. Without the
+// connection manager the peer's QP sends to this device's RoCE v2 IPv4
+// GID, the one goverbs' QPs send from (rdmacore's Provider.GID); the MTU
+// is the port's active one (Caps.PathMTU), as perftest announces it.
+func (f *perftestFlags) openVerbs() (*verbs.Device, error) {
+	p, err := rdmacore.New(f.verbsDev())
+	if err != nil {
+		return nil, err
+	}
+	dev, err := verbs.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	caps := dev.Caps()
+	if err := f.settle(caps.Transport == "verbs:iwarp"); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	if !f.cfg.CM {
+		_, gid, err := p.GID()
+		if err != nil {
+			dev.Close()
+			return nil, fmt.Errorf("connecting the QP by hand needs the GID (else --rdma-cm yes): %w", err)
+		}
+		copy(f.cfg.GID[:], gid.To16())
+	}
+	f.cfg.MTU = caps.PathMTU
+	return dev, nil
 }
 
 func (f *perftestFlags) run(ctx context.Context, dev *verbs.Device, stderr io.Writer) (perftest.Result, error) {
