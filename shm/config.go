@@ -9,14 +9,16 @@ import (
 
 // Notify is how a connection's engine learns that its peer published
 // something (a message, a response, an acknowledgement): by polling shared
-// memory, or by sleeping on an eventfd doorbell the peer rings.
+// memory, or by sleeping on a doorbell the peer rings.
 type Notify uint8
 
 const (
 	// NotifyEvent (the default) polls for Options.Spin after the last
-	// activity, then sleeps on the connection's eventfd; the peer writes
-	// the eventfd only when it sees the engine asleep. An idle connection
-	// costs no CPU; the first message after a pause pays a wake-up.
+	// activity, then sleeps on its doorbell; the peer rings it (a message
+	// on the connection's socket, which the connection's reader goroutine
+	// turns into a wake-up) only when it sees the engine asleep, once per
+	// sleep. An idle connection costs no CPU; the first message after a
+	// pause pays a wake-up.
 	NotifyEvent Notify = iota
 	// NotifyPoll never sleeps while the connection is up: lowest latency
 	// for SENDs and owner-served requests, one busy goroutine per
@@ -132,4 +134,4 @@ func (c Options) withDefaults() (Options, error) {
 // ErrNotSupported is returned where shared-memory connections cannot work
 // (systems other than Linux). It matches provider.ErrNotSupported and
 // errors.ErrUnsupported.
-var ErrNotSupported = fmt.Errorf("shm: shared-memory transport needs Linux (memfd, SCM_RIGHTS, eventfd): %w", provider.ErrNotSupported)
+var ErrNotSupported = fmt.Errorf("shm: shared-memory transport needs Linux (memfd, SCM_RIGHTS): %w", provider.ErrNotSupported)

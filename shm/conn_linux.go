@@ -3,6 +3,7 @@ package shm
 import (
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/provider"
@@ -24,10 +25,17 @@ type conn struct {
 	qp  *soft.QP
 	pd  *soft.PD
 	ctl ctlConn
-	pid int // the peer process (SO_PEERCRED)
+	rc  syscall.RawConn // ctl's, for doorbells (ringPeer)
+	pid int             // the peer process (SO_PEERCRED)
 
-	me   *local  // our segment and doorbell; immutable pointers
+	me   *local  // our segment; immutable pointers
 	peer *remote // the peer's; immutable pointers
+
+	// bell is our engine's doorbell: the reader rings it for the peer's
+	// msgDoorbell (and after any message while the engine sleeps), local
+	// events for themselves (wakeEngine); the engine goroutine sleeps on it.
+	bell chan struct{}
+	rang atomic.Uint64 // the peer's sleep number we last rang for (notifyPeer)
 
 	mode atomic.Uint32 // Notify, set by Provider.SetNotify
 	qpMu sync.Mutex    // serializes publishQP's stores
@@ -72,8 +80,9 @@ func newConn(l *link, qp *soft.QP, ctl ctlConn, pid int, me *local, peer *remote
 	c := &conn{
 		l: l, qp: qp, pd: qp.PD(), ctl: ctl, pid: pid, me: me, peer: peer,
 		engDone: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan struct{}),
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), bell: make(chan struct{}, 1),
 	}
+	c.rc, _ = ctl.c.SyscallConn() // fails only on a closed socket: ringing it does nothing then
 	c.mode.Store(uint32(l.notifyFor(qp.QPN())))
 	c.run.init(c)
 	c.eng.init(c)
@@ -127,11 +136,23 @@ func (c *conn) qpWordNow() uint64 {
 
 // notifyPeer wakes the peer's engine if it sleeps. Called after publishing
 // a position or counter the peer may wait on (see the doorbell protocol in
-// layout_linux.go).
+// layout_linux.go), from any goroutine: each sleep of the peer's is rung
+// once, by whichever caller first sees it.
 func (c *conn) notifyPeer() {
-	if c.peer.seg.word(offSleeping).Load() != 0 {
+	if n := c.peer.seg.word(offSleeping).Load(); n != 0 && c.rang.Swap(n) != n {
 		c.cnt.doorbells.Add(1)
-		ring(c.peer.efd)
+		if c.rc != nil {
+			c.rc.Control(sendDoorbell)
+		}
+	}
+}
+
+// ringBell wakes our engine if it sleeps on its doorbell, or makes its
+// next sleep return at once.
+func (c *conn) ringBell() {
+	select {
+	case c.bell <- struct{}{}:
+	default:
 	}
 }
 
@@ -139,7 +160,7 @@ func (c *conn) notifyPeer() {
 func (c *conn) wakeEngine() {
 	c.kickEng.Store(true)
 	if c.me.seg.word(offSleeping).Load() != 0 {
-		ring(c.me.efdRaw)
+		c.ringBell()
 	}
 	select {
 	case c.wake <- struct{}{}: // parked for a poller (engineLoop)

@@ -88,11 +88,11 @@ func (r *connReq) refuse(err error) {
 
 // reply sends our hello and descriptors and waits for the dialer's RTU.
 func (r *connReq) reply(ctx context.Context, c *conn, mine hello, deadline time.Time) error {
-	seg, efd, err := c.me.shareable()
+	seg, err := c.me.shareable()
 	if err != nil {
 		return err
 	}
-	err = c.ctl.send(mine.encode(msgRep), time.Until(deadline), seg, efd)
+	err = c.ctl.send(mine.encode(msgRep), time.Until(deadline), seg)
 	closeFD(seg)
 	if err != nil {
 		return fmt.Errorf("%w: the dialer gave up: %v", provider.ErrTimeout, err)

@@ -81,11 +81,11 @@ func (l *link) handshake(ctx context.Context, uc *net.UnixConn, addr string, qp 
 
 // request sends our hello and waits for the listener's answer.
 func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine hello) (hello, *remote, error) {
-	seg, efd, err := me.shareable()
+	seg, err := me.shareable()
 	if err != nil {
 		return hello{}, nil, err
 	}
-	err = ctlConn{uc}.send(mine.encode(msgReq), l.cfg.Timeout, seg, efd)
+	err = ctlConn{uc}.send(mine.encode(msgReq), l.cfg.Timeout, seg)
 	closeFD(seg)
 	if err != nil {
 		return hello{}, nil, cmkit.TimeoutOr(ctx, fmt.Errorf("%w: sending the request: %v", provider.ErrRejected, err))
@@ -103,7 +103,7 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 			return hello{}, nil, err
 		}
 		return hello{}, nil, cmkit.Rejected(rej.pdata, rej.reason)
-	case buf[0] != msgRep || len(fds) != 2:
+	case buf[0] != msgRep || len(fds) != 1:
 		closeFDs(fds)
 		return hello{}, nil, fmt.Errorf("%w: expected an answer to the request", provider.ErrProtocol)
 	}
@@ -112,6 +112,6 @@ func (l *link) request(ctx context.Context, uc *net.UnixConn, me *local, mine he
 		closeFDs(fds)
 		return hello{}, nil, err
 	}
-	peer, err := mapRemote(fds[0], fds[1])
+	peer, err := mapRemote(fds[0])
 	return h, peer, err
 }

@@ -1,7 +1,7 @@
 // Package shm is the same-host shared-memory transport of goverbs: a link
 // for the soft RDMA device whose peers are processes on the same machine,
 // connected by a Unix domain socket and sharing memory through memfds. It
-// runs on Linux (5.1 or later: memfd seals, SCM_RIGHTS, eventfd); elsewhere
+// runs on Linux (5.1 or later: memfd seals, SCM_RIGHTS); elsewhere
 // Open fails with an error matching ErrNotSupported.
 //
 //	p := shm.New() // or shm.New(shm.Options{...})
@@ -85,8 +85,10 @@
 // message that arrives just after the application stopped polling without
 // waiting can wait that long. Otherwise the engine goroutine does the work.
 // In NotifyEvent mode (the default) it polls for Options.Spin after its last
-// work, then sleeps on an eventfd that the peer writes only when it sees the
-// engine asleep; in NotifyPoll mode it never sleeps. Provider.SetNotify
+// work, then sleeps on a doorbell that the peer rings only when it sees the
+// engine asleep, once per sleep, with a message on the connection's socket
+// (which the reader goroutine turns into the wake-up: a connection holds no
+// descriptor but its socket); in NotifyPoll mode it never sleeps. Provider.SetNotify
 // chooses per QP (the verbs API has no per-CQ transport option; each
 // connected QP has its own engine). A stream of one-sided operations
 // involves no engine at all.

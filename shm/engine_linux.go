@@ -15,7 +15,7 @@ import (
 // our own ring requests from the peer's responses and acknowledgements.
 // Every field belongs to the holder of the connection's turn (the engine
 // goroutine, or a poller driving it: drive_linux.go), except rnrWaiting,
-// which RecvReady reads, and buf, the engine goroutine's doorbell buffer.
+// which RecvReady reads, and sleepNo and timer, the engine goroutine's.
 type engine struct {
 	c      *conn
 	rxReq  rxRing // the peer's request ring
@@ -36,7 +36,8 @@ type engine struct {
 	lastCons uint64 // the peer's reqCons last seen, to kick a stalled runner
 	respCons uint64 // the peer's respCons when a response last found the ring full
 	fs       []finished
-	buf      [8]byte
+	sleepNo  uint64      // the number of our last sleep (offSleeping)
+	timer    *time.Timer // bounds a sleep with a deadline
 
 	placedRecvs []placedRecv // receives to complete after the next publish
 	left        bool         // peerGone ran: the QP was failed for the peer's departure
@@ -58,6 +59,8 @@ func (e *engine) init(c *conn) {
 	e.txResp = txRing{buf: me.respRingBytes(), prod: me.word(offRespProd), cons: peer.word(offRespCons)}
 	e.rxResp = rxRing{buf: peer.respRingBytes(), prod: peer.word(offRespProd), cons: me.word(offRespCons)}
 	e.placedRecvs = make([]placedRecv, 0, 32)
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
 }
 
 // engineLoop runs until Detach. In NotifyEvent mode it sleeps on the
@@ -176,15 +179,16 @@ func (e *engine) hasWork() bool {
 	return e.rxReq.pending()
 }
 
-// sleep waits on the doorbell, after announcing it (see the protocol in
-// layout_linux.go), until the peer or a local event rings it, or until the
-// RNR deadline. It looks at the engine's state under the turn and waits
-// without it; a poller holding the turn is awake already, and sleep
-// returns.
+// sleep waits on the doorbell, after announcing it with a new number (see
+// the protocol in layout_linux.go), until the peer (through the reader) or
+// a local event rings it, or until the RNR deadline. It looks at the
+// engine's state under the turn and waits without it; a poller holding the
+// turn is awake already, and sleep returns.
 func (e *engine) sleep() {
 	c := e.c
 	sleeping := c.me.seg.word(offSleeping)
-	sleeping.Store(1)
+	e.sleepNo++
+	sleeping.Store(e.sleepNo)
 	if c.turn.TryLock() {
 		work := e.hasWork()
 		deadline := time.Time{}
@@ -197,11 +201,29 @@ func (e *engine) sleep() {
 		c.turn.Unlock()
 		if !work && !c.polled.Load() {
 			c.cnt.sleeps.Add(1)
-			c.me.efd.SetReadDeadline(deadline)
-			c.me.efd.Read(e.buf[:])
+			e.waitBell(deadline)
 		}
 	}
 	sleeping.Store(0)
+}
+
+// waitBell waits until the doorbell rings or deadline (zero: none) passes.
+func (e *engine) waitBell(deadline time.Time) {
+	bell := e.c.bell
+	if deadline.IsZero() {
+		<-bell
+		return
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return
+	}
+	e.timer.Reset(d)
+	select {
+	case <-bell:
+	case <-e.timer.C:
+	}
+	e.timer.Stop()
 }
 
 // complete applies the peer's responses to our ring requests and completes

@@ -30,7 +30,8 @@ import (
 //	320   respCons   u64  bytes consumed from the peer's response ring
 //	384   ackMSN     u64  every peer request with MSN <= ackMSN is done
 //	448   busy       u64  slot+1 of the peer region the owner may be accessing, or 0
-//	512   sleeping   u64  1 while the owner's engine may sleep on its doorbell
+//	512   sleeping   u64  non-zero while the owner's engine may sleep: a
+//	                      number new for every sleep (the doorbell rule)
 //	576   abortMSN   u64  the owner abandoned its partly sent request with this MSN
 //	4096  table      slots × 32 bytes of region descriptors (see slotWord)
 //	...   reqRing    ringSize bytes, page aligned
@@ -55,13 +56,18 @@ import (
 //     store is an atomic store, a release on every architecture Go supports
 //     (XCHG on amd64, STLR on arm64), so the copy's plain stores before it
 //     are visible to an owner that sees busy clear.
-//   - Doorbells: an engine stores sleeping=1, then loads every position it
-//     waits on; a publisher stores a position, then loads the peer's
-//     sleeping and writes the peer's eventfd if it is set. Either the engine
+//   - Doorbells: an engine stores a new non-zero sleeping, then loads every
+//     position it waits on; a publisher stores a position, then loads the
+//     peer's sleeping and, if it is set, rings: sends a msgDoorbell on the
+//     connection's socket, whose reader wakes the engine. Either the engine
 //     sees the new position, or the publisher sees it asleep and wakes it.
+//     A publisher rings once per value of sleeping (a sleep): more would
+//     only fill the socket. A ring that finds the socket full is dropped:
+//     the reader has messages to read, and it wakes the engine after each
+//     message it reads while sleeping is set.
 const (
 	segMagic      = 0x01737265766f6f67 // "goverbs\x01", little-endian
-	layoutVersion = 1
+	layoutVersion = 2                  // 2: doorbells on the socket, not eventfds
 
 	offMagic    = 0
 	offVersion  = 8

@@ -138,7 +138,7 @@ func (ln *listener) readRequest(uc *net.UnixConn) (*connReq, error) {
 	if err != nil {
 		return nil, err
 	}
-	if buf[0] != msgReq || len(fds) != 2 {
+	if buf[0] != msgReq || len(fds) != 1 {
 		closeFDs(fds)
 		return nil, fmt.Errorf("%w: expected a connection request", provider.ErrProtocol)
 	}
@@ -147,7 +147,7 @@ func (ln *listener) readRequest(uc *net.UnixConn) (*connReq, error) {
 		closeFDs(fds)
 		return nil, err
 	}
-	peer, err := mapRemote(fds[0], fds[1])
+	peer, err := mapRemote(fds[0])
 	if err != nil {
 		return nil, err
 	}

@@ -34,12 +34,19 @@ func (c *conn) readLoop() {
 			c.peerLeft(provider.ErrDisconnected)
 		case msgReady:
 			c.readyOnce.Do(func() { close(c.ready) })
+		case msgDoorbell:
+			// Rung below: the engine sleeps, and the peer published.
 		default:
 			err = fmt.Errorf("%w: control message type %d on a connection", provider.ErrProtocol, buf[0])
 		}
 		closeFDs(fds)
 		if err != nil {
 			c.abort(err)
+		}
+		// After every message, not only a doorbell: a ring that found
+		// the socket full was dropped (layout_linux.go).
+		if c.me.seg.word(offSleeping).Load() != 0 {
+			c.ringBell()
 		}
 	}
 }

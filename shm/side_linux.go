@@ -1,8 +1,6 @@
 package shm
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,32 +11,25 @@ import (
 	"github.com/goverbs/goverbs/provider"
 )
 
-// local is this side's half of a connection: the control segment we write
-// and the eventfd our engine sleeps on. Both belong to the connection and
-// are released by close. The segment's memfd is kept only until it was
-// shared: the mapping keeps the memory, and a connection then holds no
-// descriptor for its own segment (at 10,000 QPs, 10,000 fewer).
+// local is this side's half of a connection: the control segment we
+// write, which belongs to the connection and is released by close. Its
+// memfd is kept only until it was shared: the mapping keeps the memory,
+// and a connection then holds no descriptor for its own segment (at
+// 10,000 QPs, 10,000 fewer). Doorbells travel on the connection's socket
+// (layout_linux.go): a connection holds one descriptor, the socket.
 type local struct {
-	buf    []byte // our read-write mapping of the segment
-	segFd  int    // the segment's memfd until shareable closed it, then -1
-	seg    segment
-	efd    *os.File // our doorbell; nonblocking, read through the netpoller
-	efdRaw int      // its descriptor, for writes (os.File.Fd would make it blocking)
+	buf   []byte // our read-write mapping of the segment
+	segFd int    // the segment's memfd until shareable closed it, then -1
+	seg   segment
 }
 
-// newLocal allocates and seals a control segment and a doorbell.
+// newLocal allocates and seals a control segment.
 func newLocal(g geometry) (*local, error) {
 	buf, fd, err := allocSegment(g.size())
 	if err != nil {
 		return nil, err
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Munmap(buf)
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: eventfd: %w", err)
-	}
-	l := &local{buf: buf, segFd: fd, seg: segment{b: buf, g: g}, efd: os.NewFile(uintptr(efd), "shm-doorbell"), efdRaw: efd}
+	l := &local{buf: buf, segFd: fd, seg: segment{b: buf, g: g}}
 	l.seg.format()
 	return l, nil
 }
@@ -74,26 +65,25 @@ func allocSegment(size int) ([]byte, int, error) {
 	return buf, fd, nil
 }
 
-// shareable returns descriptors to send to the peer: a read-only
+// shareable returns the descriptor to send to the peer: a read-only
 // descriptor of the segment (opened anew through /proc, so the peer cannot
-// even ask for write access with fcntl) and the doorbell. The caller closes
-// the first after sending. It is called once per connection, and closes
-// the segment's memfd: nobody needs it any more.
-func (l *local) shareable() (seg, efd int, err error) {
+// even ask for write access with fcntl), which the caller closes after
+// sending. It is called once per connection, and closes the segment's
+// memfd: nobody needs it any more.
+func (l *local) shareable() (seg int, err error) {
 	if l.segFd < 0 {
-		return -1, -1, fmt.Errorf("%w: the control segment was shared already", provider.ErrInvalidState)
+		return -1, fmt.Errorf("%w: the control segment was shared already", provider.ErrInvalidState)
 	}
 	ro, err := reopenReadOnly(l.segFd)
 	if err != nil {
-		return -1, -1, err
+		return -1, err
 	}
 	unix.Close(l.segFd)
 	l.segFd = -1
-	return ro, l.efdRaw, nil
+	return ro, nil
 }
 
 func (l *local) close() {
-	l.efd.Close()
 	unix.Munmap(l.buf)
 	if l.segFd >= 0 {
 		unix.Close(l.segFd)
@@ -109,34 +99,26 @@ func reopenReadOnly(fd int) (int, error) {
 	return ro, nil
 }
 
-// remote is the peer's half as we see it: its segment mapped read-only and
-// its doorbell.
+// remote is the peer's half as we see it: its segment mapped read-only.
 type remote struct {
 	mem *mem.Region
 	seg segment
-	efd int
 }
 
-// mapRemote maps the peer's segment and adopts its doorbell. It takes
-// ownership of both descriptors, on error too.
-func mapRemote(segFd, efd int) (*remote, error) {
+// mapRemote maps the peer's segment. It takes ownership of the
+// descriptor, and closes it, on error too: the mapping keeps the memory.
+func mapRemote(segFd int) (*remote, error) {
 	defer unix.Close(segFd)
-	if err := checkEventfd(efd); err != nil {
-		unix.Close(efd)
-		return nil, err
-	}
 	b, r, err := mapSealed(segFd)
 	if err != nil {
-		unix.Close(efd)
 		return nil, err
 	}
 	seg, err := parseSegment(b)
 	if err != nil {
 		r.Close()
-		unix.Close(efd)
 		return nil, err
 	}
-	return &remote{mem: r, seg: seg, efd: efd}, nil
+	return &remote{mem: r, seg: seg}, nil
 }
 
 // mapSealed maps a peer's memfd read-only after checking it cannot shrink
@@ -160,31 +142,6 @@ func mapSealed(fd int) ([]byte, *mem.Region, error) {
 	return r.Bytes(), r, nil
 }
 
-// checkEventfd makes sure a descriptor from the peer is an eventfd, so
-// ringing it cannot block or write into something else.
-func checkEventfd(fd int) error {
-	buf := make([]byte, 64)
-	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
-	if err != nil || string(buf[:n]) != "anon_inode:[eventfd]" {
-		return fmt.Errorf("%w: peer's doorbell is not an eventfd", provider.ErrProtocol)
-	}
-	return nil
-}
-
 func (r *remote) close() {
-	unix.Close(r.efd)
 	r.mem.Close()
-}
-
-// ring writes 1 to an eventfd. EAGAIN (the counter is saturated) means the
-// sleeper is woken anyway.
-func ring(efd int) {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	for {
-		_, err := unix.Write(efd, one[:])
-		if !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
 }

@@ -19,8 +19,8 @@ import (
 // SCM_RIGHTS arrive with the packet that carried them). The first byte is
 // the type; integers are little-endian.
 const (
-	msgReq        uint8 = iota + 1 // dialer → listener: connection request; fds: segment, eventfd
-	msgRep                         // listener → dialer: accept; fds: segment, eventfd
+	msgReq        uint8 = iota + 1 // dialer → listener: connection request; fd: segment
+	msgRep                         // listener → dialer: accept; fd: segment
 	msgRej                         // listener → dialer: reject, with private data and a reason
 	msgRTU                         // dialer → listener: ready to use (the dialer's QP is in RTS)
 	msgExport                      // region export; fd: the region's memory
@@ -28,11 +28,12 @@ const (
 	msgDisconnect                  // the sender's QP leaves the connection
 	msgReady                       // every region exported when the connection started was sent
 	msgExportAck                   // the receiver handled an export (mapped it, or will use the owner)
+	msgDoorbell                    // the receiver's engine sleeps and has work (layout_linux.go)
 )
 
 const (
 	maxCtlMsg = 4096 // longest control message: a handshake with MaxPrivateData
-	maxCtlFDs = 2    // most descriptors one message carries
+	maxCtlFDs = 1    // most descriptors one message carries
 )
 
 // ctlConn is one connection's control socket.
@@ -49,6 +50,23 @@ func (c ctlConn) send(msg []byte, timeout time.Duration, fds ...int) error {
 	c.c.SetWriteDeadline(time.Now().Add(timeout))
 	_, _, err := c.c.WriteMsgUnix(msg, oob, nil)
 	return err
+}
+
+// doorbell is the whole msgDoorbell message.
+var doorbell = [1]byte{msgDoorbell}
+
+// sendDoorbell sends a doorbell without blocking; conn.ringPeer runs it
+// with RawConn.Control, from any goroutine: under the descriptor's
+// reference, without the write lock that a blocked send may hold. A
+// socket whose buffer is full drops it (see the doorbell rule in
+// layout_linux.go), and so does a closed one.
+func sendDoorbell(fd uintptr) {
+	for {
+		err := unix.Sendto(int(fd), doorbell[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // recv reads one message into buf and returns its length and descriptors;
