@@ -21,12 +21,17 @@ import (
 )
 
 const (
-	durationEnv = "GOVERBS_SOAK_DURATION" // e.g. 10m; default a few seconds
-	workersEnv  = "GOVERBS_SOAK_QPS"      // connections open at once; default 64
-	pauseEnv    = "GOVERBS_SOAK_PAUSE"    // e.g. 100ms between a worker's cycles; default none
-	slot        = 4096                    // bytes of the server's region per worker
-	opTimeout   = 20 * time.Second        // bound on every wait: a hang fails, it does not stall
+	durationEnv = "GOVERBS_SOAK_DURATION"    // e.g. 10m; default a few seconds
+	workersEnv  = "GOVERBS_SOAK_QPS"         // connections open at once; default 64
+	pauseEnv    = "GOVERBS_SOAK_PAUSE"       // e.g. 100ms between a worker's cycles; default none
+	ackEnv      = "GOVERBS_SOAK_ACK_TIMEOUT" // roce's local ACK timeout exponent; default roce.DefaultTimeout
+	slot        = 4096                       // bytes of the server's region per worker
+	opTimeout   = 20 * time.Second           // bound on every wait: a hang fails, it does not stall
 )
+
+// ackTimeout is GOVERBS_SOAK_ACK_TIMEOUT, read by TestSoak; zero is
+// roce's default.
+var ackTimeout uint8
 
 var transports = []struct {
 	name string
@@ -34,7 +39,9 @@ var transports = []struct {
 	addr string
 }{
 	{"iwarp", func() (*verbs.Device, error) { return verbs.Open(iwarp.New()) }, "127.0.0.1:0"},
-	{"roce", func() (*verbs.Device, error) { return verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0"})) }, ""},
+	{"roce", func() (*verbs.Device, error) {
+		return verbs.Open(roce.New(roce.Options{Addr: "127.0.0.1:0", AckTimeout: ackTimeout}))
+	}, ""},
 	{"shm", func() (*verbs.Device, error) { return verbs.Open(shm.New()) }, "127.0.0.1:0"},
 }
 
@@ -73,12 +80,20 @@ func TestSoak(t *testing.T) {
 		}
 		pause = d
 	}
+	if v := os.Getenv(ackEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 8)
+		if err != nil || n < 1 || n > 31 {
+			t.Fatalf("%s=%q: want an exponent from 1 to 31", ackEnv, v)
+		}
+		ackTimeout = uint8(n)
+	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			runtime.GC()
 			base := sample()
-			s := &soak{t: t, workers: workers, pause: pause}
+			s := &soak{t: t, workers: workers, pause: pause, stalls: startStallProbe()}
 			samples := s.run(tr.open, tr.addr, dur)
+			s.stalls.stop()
 			after := settle(base)
 			report(t, tr.name, s, dur, base, samples, after)
 			if n := s.errs.Load(); n > 0 {
@@ -104,12 +119,18 @@ type soak struct {
 	cycles  atomic.Int64
 	errs    atomic.Int64
 	logged  atomic.Int32
+	stalls  *stallProbe // how long the process went without the CPU
 }
 
+// fail counts a failed cycle. The report says how long the process had
+// gone without the CPU by then: a requester's retry budget (roce: 8 × 67
+// ms by default) runs out when the responder's engine does not run for
+// longer, which a host with its CPUs oversubscribed many times over does
+// to a process (BENCHMARKS §15).
 func (s *soak) fail(err error) {
 	s.errs.Add(1)
 	if s.logged.Add(1) <= 5 {
-		s.t.Errorf("%v", err)
+		s.t.Errorf("%v (longest CPU stall of the process so far: %v)", err, s.stalls.longest())
 	}
 }
 
@@ -208,7 +229,7 @@ func (s *soak) run(open func() (*verbs.Device, error), addr string, dur time.Dur
 
 // serve accepts one connection: two receives (the client's SEND, then the
 // flush its disconnect causes), one answer, then destroys what it made.
-func serve(pd *verbs.PD, dev *verbs.Device, req *verbs.ConnRequest, desc []byte) error {
+func serve(pd *verbs.PD, dev *verbs.Device, req *verbs.ConnRequest, desc []byte) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	e, err := newEnd(dev, pd, 64)
@@ -217,6 +238,7 @@ func serve(pd *verbs.PD, dev *verbs.Device, req *verbs.ConnRequest, desc []byte)
 		return err
 	}
 	defer e.close()
+	defer e.annotate(&err)
 	rwr := []verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{e.mr.SGE(0, 16)}}, {ID: 2, SGL: []verbs.SGE{e.mr.SGE(16, 16)}}}
 	if err := e.qp.PostRecv(rwr); err != nil {
 		return err
@@ -253,7 +275,7 @@ func serve(pd *verbs.PD, dev *verbs.Device, req *verbs.ConnRequest, desc []byte)
 }
 
 // cycle is one client connection's life.
-func cycle(dev *verbs.Device, addr string, worker, n int) error {
+func cycle(dev *verbs.Device, addr string, worker, n int) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	pd, err := dev.AllocPD()
@@ -266,6 +288,7 @@ func cycle(dev *verbs.Device, addr string, worker, n int) error {
 		return err
 	}
 	defer e.close()
+	defer e.annotate(&err)
 	info, err := dev.Dial(ctx, addr, e.qp, verbs.ConnParam{})
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
@@ -358,6 +381,24 @@ func (e *end) one(ctx context.Context) (verbs.WorkCompletion, error) {
 		err = wc.Err()
 	}
 	return wc, err
+}
+
+// annotate adds to a failed connection's error the QP's transport
+// counters that are not zero (retransmissions, ACK timeouts, NAKs, drops):
+// what it saw of its peer.
+func (e *end) annotate(err *error) {
+	if *err == nil {
+		return
+	}
+	var b []byte
+	for _, c := range e.qp.Counters() {
+		if c.Value != 0 {
+			b = fmt.Appendf(b, " %s=%d", c.Name, c.Value)
+		}
+	}
+	if len(b) > 0 {
+		*err = fmt.Errorf("%w (QP %#x:%s)", *err, e.qp.QPN(), b)
+	}
 }
 
 func (e *end) close() {
