@@ -27,10 +27,12 @@ type CQ struct {
 	dev  *Device
 	ring devcore.CQ[*QP]
 
-	yield      bool          // the link's PollYielder asked for idle yields
-	driver     PollDriver    // the link's, if it drives its engine from Poll; set at creation
-	emptyPolls atomic.Uint32 // empty Polls in the current streak
-	emptySince atomic.Int64  // when the streak's clock started (UnixNano), 0 if not
+	yield      bool                        // the link's PollYielder asked for idle yields
+	driver     PollDriver                  // the link's, if it drives its engine from Poll; set at creation
+	waitDrive  bool                        // the link's endpoints may drive Waits (WaitDriver); set at creation
+	driving    atomic.Pointer[Interrupter] // the endpoint driving a Wait now, if any
+	emptyPolls atomic.Uint32               // empty Polls in the current streak
+	emptySince atomic.Int64                // when the streak's clock started (UnixNano), 0 if not
 }
 
 // Idle-poll yielding (see PollYielder): after idleYieldAfter of empty
@@ -54,6 +56,9 @@ func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 		cq.yield = y.YieldIdlePolls()
 	}
 	cq.driver, _ = d.link.(PollDriver)
+	if w, ok := d.link.(WaitDriverLink); ok {
+		cq.waitDrive = w.DrivesWaits()
+	}
 	cq.ring.Init(attr.Entries, false)
 	d.mu.Lock()
 	d.cqs[cq] = struct{}{}
@@ -69,6 +74,9 @@ func (cq *CQ) push(wc *provider.WorkCompletion) {
 	if cq.ring.Push(wc) {
 		cq.dev.event(provider.AsyncEvent{Type: provider.EventCQError, Err: provider.ErrCQOverrun})
 		cq.ring.FailQPs(func(qp *QP) { qp.Fail(provider.EventQPFatal, provider.ErrCQOverrun) })
+	}
+	if i := cq.driving.Load(); i != nil {
+		(*i).Interrupt()
 	}
 }
 
@@ -117,8 +125,46 @@ func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
 	if cq.driver != nil {
 		cq.driver.BeforeWait()
 	}
-	return cq.ring.Wait(ctx, solicitedOnly, nil, nil)
+	if !cq.waitDrive {
+		return cq.ring.Wait(ctx, solicitedOnly, nil, nil)
+	}
+	return cq.ring.Wait(ctx, solicitedOnly, func() { cq.driveWait(ctx, solicitedOnly) }, nil)
 }
+
+// driveWait is a Wait's progress on a CQ whose link's endpoints may drive
+// it: when exactly one QP completes into the CQ and its endpoint is a
+// WaitDriver, the waiting goroutine runs the endpoint's receive path.
+func (cq *CQ) driveWait(ctx context.Context, solicitedOnly bool) {
+	qp, ok := cq.ring.Only()
+	if !ok {
+		return
+	}
+	qp.mu.Lock()
+	ep := qp.ep
+	qp.mu.Unlock()
+	if d, ok := ep.(WaitDriver); ok {
+		d.DriveWait(ctx, cq, solicitedOnly)
+	}
+}
+
+// Ready reports whether a Wait on the CQ would return at once (for a
+// WaitDriver, which stops driving then).
+func (cq *CQ) Ready(solicitedOnly bool) bool { return cq.ring.Ready(solicitedOnly) }
+
+// Nudge wakes the CQ's waiters without a completion, so that they run
+// their WaitDriver again (an endpoint whose receive goroutine just lent
+// its socket to them).
+func (cq *CQ) Nudge() { cq.ring.Nudge() }
+
+// BeginDrive registers the Interrupter of the WaitDriver that runs a Wait
+// on the CQ now: a completion another goroutine pushes calls its Interrupt,
+// so that a driver blocked in its socket returns to the CQ. EndDrive
+// unregisters it. At most one driver drives a CQ at a time (the one QP's
+// endpoint serializes them).
+func (cq *CQ) BeginDrive(i *Interrupter) { cq.driving.Store(i) }
+
+// EndDrive: see BeginDrive.
+func (cq *CQ) EndDrive() { cq.driving.Store(nil) }
 
 // Close destroys the CQ; the verbs layer has checked no QP uses it.
 func (cq *CQ) Close() error {

@@ -109,6 +109,35 @@ type PollDriver interface {
 	BeforeWait()
 }
 
+// WaitDriverLink is implemented by links whose endpoints may run their
+// receive path on a goroutine that waits on a CQ (WaitDriver), so that the
+// waiter, parked in the link's socket, is the only goroutine woken for a
+// message, as a blocking socket read's is (iwarp). DrivesWaits is asked
+// once per CQ, at creation.
+type WaitDriverLink interface {
+	DrivesWaits() bool
+}
+
+// WaitDriver is implemented by the endpoints of a WaitDriverLink. A Wait
+// on a CQ into which the endpoint's QP alone completes calls DriveWait
+// before each look at the CQ. DriveWait returns at once if it cannot run
+// the receive path on this goroutine now (another goroutine has it; then
+// the Wait sleeps until a completion or a Nudge, as usual). Otherwise it
+// registers with cq.BeginDrive, handles what the socket brings, blocking
+// in it, and returns once cq.Ready, ctx ended, or it had to give the
+// receive path back; it must return promptly when its Interrupter is
+// called. It never holds a QP's lock while it blocks.
+type WaitDriver interface {
+	DriveWait(ctx context.Context, cq *CQ, solicitedOnly bool)
+}
+
+// Interrupter is what a WaitDriver registers with CQ.BeginDrive: Interrupt
+// is called, with a QP's lock possibly held, when a completion is pushed
+// into the CQ; it must not block.
+type Interrupter interface {
+	Interrupt()
+}
+
 // MemoryLink is implemented by links whose peers reach registered memory
 // directly, without this device's engine (shared memory). The device calls
 // RegisteredMR once a region is registered, before RegisterMR returns (an

@@ -51,6 +51,10 @@ type QP struct {
 	srqWaiting bool // in srq.waiters; guarded by srq.mu
 }
 
+// CQs returns the CQs the QP completes into (the same one twice when it
+// has one).
+func (qp *QP) CQs() (send, recv *CQ) { return qp.sendCQ, qp.recvCQ }
+
 func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	d := p.dev
 	scq, rcq, err := devcore.CheckCreateQP(init, &d.caps, d.ownCQ)

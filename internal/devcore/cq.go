@@ -165,6 +165,38 @@ func (c *CQ[Q]) Wait(ctx context.Context, solicitedOnly bool, progress, idle fun
 	}
 }
 
+// Ready reports whether a Wait would return at once: the CQ holds a
+// completion (solicitedOnly: one that ends a solicited wait), or is in
+// error or closed.
+func (c *CQ[Q]) Ready(solicitedOnly bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overrun || c.closed || (solicitedOnly && c.solicited > 0) || (!solicitedOnly && c.n > 0)
+}
+
+// Nudge wakes the CQ's waiters without a completion: they run Wait's
+// progress again (a provider whose waiters can now make progress
+// themselves), then sleep again if the CQ is still empty.
+func (c *CQ[Q]) Nudge() {
+	c.mu.Lock()
+	c.wakeLocked()
+	c.mu.Unlock()
+}
+
+// Only returns the one QP that completes into the CQ, if there is exactly
+// one.
+func (c *CQ[Q]) Only() (qp Q, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.qps) != 1 {
+		return qp, false
+	}
+	for q := range c.qps {
+		qp = q
+	}
+	return qp, true
+}
+
 // Close stops the CQ and wakes its waiters; it reports whether this call
 // closed it.
 func (c *CQ[Q]) Close() (first bool) {
