@@ -40,6 +40,16 @@
 //
 // By default every wait parks in the Go netpoller: an idle connection costs
 // no CPU, and a message wakes its receive goroutine as a Go TCP read would.
+// A goroutine that waits on a CQ into which one connection's QP alone
+// completes (CQ.Wait, PollWait) runs that connection's receive path
+// itself, parked in its socket: the message is read, placed and completed
+// on the goroutine that waits for it, with one wake-up instead of two (the
+// receive goroutine's and then the waiter's). The receive goroutine lends
+// its socket to such waiters and takes it back within a millisecond of
+// the last one, for an FPDU too large to be read whole (it streams into
+// its target), and for a SEND that finds no receive posted (the RNR wait
+// is its own); WaitDrive(false) keeps the receive goroutine the only
+// reader. A CQ shared by several QPs is waited on as before.
 // BusyPoll(true) makes the receive goroutine spin on non-blocking reads
 // (yielding with runtime.Gosched between attempts, and, once 20 µs passed
 // without data, its thread to the OS now and then): the lowest latency, at
@@ -272,8 +282,9 @@
 // the WR's completion; a responder holds a READ's source range against
 // deregistration only while its bytes move (never while it waits for the
 // socket, so a stalled peer cannot hold up Deregister). All exported API
-// is safe for concurrent use. Internally, the receive goroutine owns the
-// parser state, the send engine's state belongs to whoever holds its
+// is safe for concurrent use. Internally, whoever runs the receive path
+// (the receive goroutine, or a CQ waiter it lent the socket to: drive.go)
+// owns the parser state, the send engine's state belongs to whoever holds its
 // mutex, and the two share the flight window and the responder queue under
 // their own locks (see endpoint.go).
 package iwarp

@@ -75,7 +75,8 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interv
 // endpoint is one connected QP: the soft.Endpoint of the iWARP link, and
 // the engine that moves its messages over one TCP connection.
 //
-// Goroutines: the receive goroutine (rxLoop) owns rx and reads the socket;
+// Goroutines: the receive goroutine (rxLoop) owns rx and reads the socket,
+// but while it lends them to a CQ waiter (wd, drive.go);
 // the send engine runs on whichever goroutine holds tx.mu (a poster, the
 // receive goroutine, the probe timer, or the send goroutine txLoop, the
 // only one that may block on the socket). The two share the flight window
@@ -99,7 +100,8 @@ type endpoint struct {
 	rx   rxState
 	fl   flight
 	rq   respQueue
-	acks ackQueue // receives held back for their Placed notice
+	acks ackQueue  // receives held back for their Placed notice
+	wd   waitDrive // who runs the receive path: the receive goroutine or a CQ waiter (drive.go)
 
 	gateOpen    atomic.Bool   // the responder may send (RFC 5044 §7.1.1)
 	recvWake    chan struct{} // a receive was posted
@@ -157,6 +159,7 @@ func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
 	e.acks.init(int(qp.Attr().Cap.MaxRecvWR))
 	e.tx.init(p.initiator)
 	e.rx.init()
+	e.wd.init(e)
 	e.probeTimer = time.AfterFunc(time.Hour, e.onProbeTimer)
 	e.probeTimer.Stop()
 	return e
@@ -251,7 +254,7 @@ func (e *endpoint) stop() {
 		e.stopped.Store(true)
 		close(e.stopCh)
 		now := time.Now()
-		e.conn.SetReadDeadline(now)
+		e.setReadDeadline(now)
 		e.conn.SetWriteDeadline(now.Add(termGrace))
 		e.wakeTx()
 	})
@@ -353,5 +356,6 @@ func (e *endpoint) Counters() []provider.Counter {
 		{Name: "peer_features", Value: uint64(e.ext)},
 		{Name: "max_ulpdu", Value: uint64(e.maxULPDU)},
 		{Name: "busy_poll", Value: b2u(e.raw != nil && e.raw.busyPoll())},
+		{Name: "waiter_drives", Value: e.wd.drives.Load()},
 	}
 }

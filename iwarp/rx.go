@@ -30,7 +30,8 @@ var errStopped = errors.New("iwarp: connection stopped")
 // errTruncated is a stream that ended inside an FPDU.
 var errTruncated = errors.New("iwarp: connection closed inside an FPDU")
 
-// rxState belongs to the receive goroutine.
+// rxState belongs to whoever runs the receive path: the receive goroutine,
+// or a CQ waiter it lent the socket to (waitDrive.turn, drive.go).
 type rxState struct {
 	b     []byte // nil until the first read and while parked (see rxbuf.go)
 	r, w  int
@@ -60,6 +61,8 @@ type rxState struct {
 
 	wrBytes, lastWrite uint64 // WRITE message bytes, for WRITE_WITH_IMM's byte_len
 	timer              *time.Timer
+	driving            bool // a CQ waiter runs the receive path (drive.go)
+	streaming          bool // inside a streamed FPDU: no read may end at a kick
 
 	// handled is how many bytes of the peer's stream were wholly handled
 	// (whole FPDUs, in order): the Placed and Final notices report it. The
@@ -101,10 +104,23 @@ func (e *endpoint) rxLoop() {
 	// unread can be left in the socket, and it just closes.
 	e.linger(errors.Is(err, io.EOF) || e.peerEnded.Load())
 	e.rx.putBuf()
+	e.wd.turn.Unlock()
 }
 
 func (e *endpoint) rxRun() error {
+	e.wd.turn.Lock() // held but while lent, to the end of rxLoop
+	defer func() {
+		e.wd.mu.Lock()
+		e.wd.mode.Store(turnDone)
+		e.wd.mu.Unlock()
+	}()
 	for !e.stopped.Load() {
+		if e.wd.mode.Load() == turnWant {
+			if err := e.lend(); err != nil {
+				return err
+			}
+			continue
+		}
 		if e.rx.r == e.rx.w {
 			// Everything received is handled: the receives it filled
 			// complete once their Placed notice is written.
@@ -118,16 +134,24 @@ func (e *endpoint) rxRun() error {
 			}
 		}
 		if err := e.rxFPDU(); err != nil {
+			if errors.Is(err, errKicked) {
+				continue
+			}
 			return err
 		}
-		if !e.gateOpen.Load() {
-			// RFC 5044 §7.1.1: the responder sends once it has the
-			// initiator's first FPDU.
-			e.gateOpen.Store(true)
-			e.kick(true)
-		}
+		e.afterFPDU()
 	}
 	return errStopped
+}
+
+// afterFPDU follows each FPDU handled, by whoever runs the receive path.
+func (e *endpoint) afterFPDU() {
+	if !e.gateOpen.Load() {
+		// RFC 5044 §7.1.1: the responder sends once it has the
+		// initiator's first FPDU.
+		e.gateOpen.Store(true)
+		e.kick(true)
+	}
 }
 
 // linger waits for the peer's FIN, discarding what it still sends, so that
@@ -145,7 +169,7 @@ func (e *endpoint) linger(done bool) {
 		e.discardReadable()
 	} else {
 		e.rx.unpark()
-		e.conn.SetReadDeadline(time.Now().Add(lingerTime))
+		e.setReadDeadline(time.Now().Add(lingerTime))
 		for {
 			if _, err := e.conn.Read(e.rx.b); err != nil {
 				break
@@ -178,21 +202,33 @@ func (e *endpoint) discardReadable() {
 // for the peer, which waits for the notice. With nothing buffered, the
 // buffer goes back to its pool while the goroutine waits in the netpoller
 // (see rxState.park): an idle connection holds none.
+//
+// A kick (drive.go) ends the wait with errKicked, nothing read.
 func (e *endpoint) readSock() (int, error) {
 	e.askNotice()
 	x := &e.rx
-	switch {
-	case e.raw == nil:
+	if e.raw == nil {
 		n, err := e.conn.Read(x.b[x.w:])
 		raceAcquire()
 		return n, err
-	case x.r == x.w && !e.raw.busyPoll():
-		return e.raw.readvIdle(x.b[x.w:], x)
 	}
-	x.iov = append(x.iov[:0], x.b[x.w:])
-	n, err := e.raw.readv(x.iov, true)
-	x.iov[0] = nil
-	return n, err
+	kickable := !x.streaming
+	if kickable && !e.enterRead() {
+		return 0, errKicked
+	}
+	var n int
+	var err error
+	if x.r == x.w && !e.raw.busyPoll() {
+		n, err = e.raw.readvIdle(x.b[x.w:], x)
+	} else {
+		x.iov = append(x.iov[:0], x.b[x.w:])
+		n, err = e.raw.readv(x.iov, true)
+		x.iov[0] = nil
+	}
+	if !kickable {
+		return n, err
+	}
+	return n, kickedErr(e.leaveRead(), err)
 }
 
 // fill makes at least n bytes available at b[r:].
@@ -229,12 +265,18 @@ func (e *endpoint) rxFPDU() error {
 	if err := e.fill(iw.ULPDULengthSize); err != nil {
 		return err
 	}
-	x.mid = true
 	L := int(binary.BigEndian.Uint16(x.b[x.r:]))
-	x.segLen = L
 	flen := iw.FPDULen(L)
+	if x.driving && x.w-x.r < flen && L > smallULPDU {
+		return errHandBack // it would stream: the receive goroutine's
+	}
+	x.mid = true
+	x.segLen = L
 	if x.w-x.r < flen && (e.raw == nil || L <= smallULPDU) {
 		if err := e.fill(flen); err != nil {
+			if errors.Is(err, errKicked) {
+				x.mid = false // nothing of the FPDU was consumed
+			}
 			return err
 		}
 	}
@@ -273,7 +315,14 @@ func (e *endpoint) rxWhole(L, flen int) error {
 		return e.violation(err)
 	}
 	x.r += flen
-	return e.rxMessage(op, u[:hl], u[hl:], nil)
+	err = e.rxMessage(op, u[:hl], u[hl:], nil)
+	if errors.Is(err, errHandBack) {
+		// A driving waiter met the RNR rule: the receive goroutine
+		// handles the FPDU again, from the start.
+		x.r -= flen
+		x.mid = false
+	}
+	return err
 }
 
 // rxStream handles an FPDU whose payload is still on the socket: the
@@ -304,6 +353,9 @@ func (e *endpoint) rxStream(L int) error {
 		crc.Write(x.b[x.r : x.r+iw.ULPDULengthSize+hl])
 	}
 	x.r += iw.ULPDULengthSize + hl
+	// Part of the FPDU is consumed: its reads cannot stop for a kick.
+	x.streaming = true
+	defer func() { x.streaming = false }()
 	return e.rxMessage(op, x.hdrCopy[:hl], nil, &crc)
 }
 

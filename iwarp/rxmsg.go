@@ -263,6 +263,8 @@ func (e *endpoint) takeRecv() (*soft.RecvWQE, error) {
 			Code: iw.CodeRDMAPCatastrophicStream}, "the posted receive failed its local checks"))
 	case rw == nil && e.stopped.Load():
 		return nil, errStopped
+	case rw == nil && e.rx.driving && e.rnrBudget > 0:
+		return nil, errHandBack // the RNR wait is the receive goroutine's
 	case rw == nil:
 		e.ctr.rnrFailures.Add(1)
 		return nil, e.violation(newTermError(iw.Term{Layer: iw.LayerDDP, EType: iw.ETypeDDPUntaggedBuffer,
@@ -276,7 +278,7 @@ func (e *endpoint) takeRecv() (*soft.RecvWQE, error) {
 // messages wait too.
 func (e *endpoint) waitRecv() (*soft.RecvWQE, bool) {
 	rw, fault := e.qp.NextRecv()
-	if rw != nil || fault || e.rnrBudget <= 0 {
+	if rw != nil || fault || e.rnrBudget <= 0 || e.rx.driving {
 		return rw, fault
 	}
 	e.ctr.rnrWaits.Add(1)
