@@ -13,7 +13,7 @@
 #                           [--out DIR] [--timeout S] [--lab DIR]
 #   --quick        fewer iterations and sizes (env QUICK=1)
 #   --phases P     a subset of: rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
-#                  capture rstream rocecm rdmacm rdmacore (env PHASES; default
+#                  capture rstream rocecm rdmacm rdmacore fabric-verbs (env PHASES; default
 #                  all). ud: ibv_ud_pingpong; perftest-rxe-cm: perftest -R
 #                  over rxe (IB CM); rstream: rsockets' rstream against
 #                  goverbs rstream over siw and rxe (IB CM); rdmacm: ucmatose and
@@ -22,7 +22,10 @@
 #                  (a cgo build of goverbs, -tags rdmacore). rdmacore runs
 #                  the conformance suite over rxe0 and siw0 through the
 #                  rdma-core backend (a cgo test binary, -tags rdmacore; its
-#                  own boot of the lab)
+#                  own boot of the lab). verbs-bench: goverbs bench
+#                  --perftest over verbs:rxe0 and verbs:siw0 (the cgo
+#                  build) beside perftest on the same device, interleaved
+#                  rounds, a table of medians and ratios
 #   --out DIR      keep the logs, captures and benchmark outputs there
 #                  (default: a temporary directory, kept on failure)
 #   --timeout S    bound of the whole lab run, boot included (default 2400,
@@ -31,7 +34,11 @@
 #                  or $GOVERBS_LAB)
 # Environment passed to the guest: ENTRY_TIMEOUT (seconds per side of one
 # entry; 120, 60 with --quick), BENCH_GOVERBS_FLAGS (goverbs' extra flags in
-# the bench phase; default --poll=false), BENCH_GOMAXPROCS (default 1).
+# the bench phase; default --poll=false), BENCH_GOMAXPROCS (default 1);
+# in the verbs-bench phase VBENCH_ROUNDS (rxe0; default 3, 1 with --quick),
+# VBENCH_SIW_ROUNDS (siw0; default 1),
+# VBENCH_GOVERBS_FLAGS (default none: goverbs spins, as perftest does) and
+# VBENCH_GOMAXPROCS (default 1).
 # The lab image must be built once per machine: ../shared/lab/build-image.sh.
 set -u
 ENTRY_TIMEOUT=${ENTRY_TIMEOUT:-}
@@ -40,7 +47,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 QUICK=${QUICK:-0}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack rdmacore}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack verbs-bench rdmacore fabric-verbs}
 OUT=
 TIMEOUT=
 LAB=${GOVERBS_LAB:-$ROOT/../shared/lab}
@@ -83,13 +90,23 @@ cp scripts/interop/guest.sh "$work/guest.sh"
 # The cross-stack rows need goverbs on rdma-core: cgo, -tags rdmacore
 # (libibverbs-dev, librdmacm-dev; the guest has the same Debian libraries).
 extra=()
-case " $PHASES " in *" xstack "*)
+case " $PHASES " in *" xstack "* | *" verbs-bench "*)
     echo "== build: go build -tags rdmacore ./cmd/goverbs (cgo)"
     if CGO_ENABLED=1 go build -trimpath -tags rdmacore -o "$work/goverbs-rdmacore" ./cmd/goverbs > "$OUT/xstack-build.log" 2>&1; then
         extra=("$work/goverbs-rdmacore")
     else
         echo "interop.sh: the rdmacore build failed (see $OUT/xstack-build.log): the xstack rows will fail" >&2
         tail -5 "$OUT/xstack-build.log" >&2
+    fi
+    ;;
+esac
+# The verbs-bench phase's cost rows: the rdmacore package's benchmarks.
+case " $PHASES " in *" verbs-bench "*)
+    echo "== build: go test -c -tags rdmacore ./rdmacore/ (verbs-bench)"
+    if go test -c -tags rdmacore -o "$work/rdmacore.test" ./rdmacore/ > "$OUT/verbs-bench-build.log" 2>&1; then
+        extra+=("$work/rdmacore.test")
+    else
+        echo "interop.sh: the rdmacore test build failed (see $OUT/verbs-bench-build.log): its cost row will fail" >&2
     fi
     ;;
 esac
@@ -100,6 +117,10 @@ export QUICK='$QUICK' PHASES='$PHASES'
 ${ENTRY_TIMEOUT:+export ENTRY_TIMEOUT='$ENTRY_TIMEOUT'}
 ${BENCH_GOVERBS_FLAGS+export BENCH_GOVERBS_FLAGS='${BENCH_GOVERBS_FLAGS-}'}
 ${BENCH_GOMAXPROCS:+export BENCH_GOMAXPROCS='$BENCH_GOMAXPROCS'}
+${VBENCH_GOVERBS_FLAGS:+export VBENCH_GOVERBS_FLAGS='$VBENCH_GOVERBS_FLAGS'}
+${VBENCH_GOMAXPROCS:+export VBENCH_GOMAXPROCS='$VBENCH_GOMAXPROCS'}
+${VBENCH_ROUNDS:+export VBENCH_ROUNDS='$VBENCH_ROUNDS'}
+${VBENCH_SIW_ROUNDS:+export VBENCH_SIW_ROUNDS='$VBENCH_SIW_ROUNDS'}
 exec /bin/bash /lab/guest.sh
 EOF
 
@@ -132,6 +153,27 @@ case " $PHASES " in *" rdmacore "*)
     else
         printf 'ROW\trdmacore\t-\tbuild\t-\t-\tFAIL\t-\tsee rdmacore-build.log\n' >> "$OUT/guest.log"
         tail -20 "$OUT/rdmacore-build.log"
+    fi
+    ;;
+esac
+
+# 2c. The fabric backend over libfabric's verbs provider on rxe0 and siw0:
+# the conformance suite in a cgo test binary (-tags libfabric,
+# libfabric-dev), in a lab boot of its own (about 150 s of guest time).
+case " $PHASES " in *" fabric-verbs "*)
+    echo "== fabric-verbs: go test -c -tags libfabric ./fabric/"
+    if go test -c -tags libfabric -o "$work/fabric.test" ./fabric/ > "$OUT/fabric-verbs-build.log" 2>&1; then
+        "$LAB/run-in-guest.sh" --timeout 420 --out "$OUT/guest-fabric-verbs" \
+            scripts/interop/fabricverbs.sh "$work/fabric.test" > "$OUT/fabric-verbs.log" 2>&1
+        fvrc=$?
+        grep '^ROW' "$OUT/fabric-verbs.log" >> "$OUT/guest.log"
+        if [ $fvrc != 0 ] && ! grep -q '^ROW' "$OUT/fabric-verbs.log"; then
+            printf 'ROW\tfabric-verbs\t-\tconformance\t-\t-\tFAIL\t-\tlab run failed (exit %s)\n' "$fvrc" >> "$OUT/guest.log"
+            tail -20 "$OUT/fabric-verbs.log"
+        fi
+    else
+        printf 'ROW\tfabric-verbs\t-\tbuild\t-\t-\tFAIL\t-\tsee fabric-verbs-build.log\n' >> "$OUT/guest.log"
+        tail -20 "$OUT/fabric-verbs-build.log"
     fi
     ;;
 esac
@@ -231,6 +273,14 @@ case " $PHASES " in *" bench "*)
     echo
     echo "== same guest, same run (t_typical µs for 8 B latency; MB/s for 64 KiB bandwidth)"
     "$ROOT/scripts/interop/benchtable.sh" "$OUT/guest/bench" || fails=$((fails + 1))
+    ;;
+esac
+
+# 5b. goverbs on rdma-core beside perftest on the same device.
+case " $PHASES " in *" verbs-bench "*)
+    echo
+    echo "== verbs-bench: goverbs verbs:DEV beside perftest on the same device, same guest (medians of interleaved rounds)"
+    "$ROOT/scripts/interop/verbsbench.sh" "$OUT/guest/verbs-bench" || fails=$((fails + 1))
     ;;
 esac
 

@@ -6,7 +6,7 @@
 # Environment (from run-in-guest.sh): LAB_SIW_IP, LAB_SIW_PEER_IP,
 # LAB_RXE_IP, LAB_RXE_PEER_IP, LAB_PEER_NS, LAB_OUT. Optional: PHASES (a
 # space-separated subset of "rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
-# capture rstream rocecm rdmacm xstack"), QUICK=1 (fewer iterations).
+# capture rstream rocecm rdmacm xstack verbs-bench"), QUICK=1 (fewer iterations).
 #
 # Output: one line per matrix entry on stdout, tab-separated:
 #   ROW pair direction operation size iterations result seconds check
@@ -19,7 +19,7 @@ G=/lab/goverbs
 NS="$(type -P ip) netns exec ${LAB_PEER_NS:-peer}"
 S=$LAB_SIW_IP SP=$LAB_SIW_PEER_IP X=$LAB_RXE_IP XP=$LAB_RXE_PEER_IP
 OUT=${LAB_OUT:-/lab/out}
-PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack}
+PHASES=${PHASES:-rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench capture rstream rocecm rdmacm xstack verbs-bench}
 QUICK=${QUICK:-0}
 T=${ENTRY_TIMEOUT:-120}  # bound of one side of one entry, seconds
 [ "$QUICK" = 1 ] && T=${ENTRY_TIMEOUT:-60}
@@ -380,6 +380,49 @@ phase_xstack() {
     done
 }
 
+# goverbs on rdma-core beside perftest on the same device (issue 15 item
+# 4): for each test, interleaved for VBENCH_ROUNDS rounds on rxe0 (3) and
+# VBENCH_SIW_ROUNDS on siw0 (1; both 1 with QUICK=1), perftest against
+# perftest, then goverbs bench --perftest --transport verbs:DEV
+# (/lab/goverbs-rdmacore, the cgo build) as the client of the same
+# perftest server: on rxe0 without -R (QPs connected by hand, GID index
+# 1), on siw0 with -R (librdmacm). Everything runs in the main namespace
+# on one device, as perftest against itself does. goverbs spins on one P
+# as perftest spins on one CPU (VBENCH_GOVERBS_FLAGS and
+# VBENCH_GOMAXPROCS override). Then the backend's cost per WR on rxe0
+# (/lab/rdmacore.test: its Stub, Cgo and Device benchmarks). The outputs
+# stay under $OUT/verbs-bench for scripts/interop/verbsbench.sh, whose
+# table reports the ratios; a row passes on the exit codes alone.
+phase_verbs_bench() {
+    local R=/lab/goverbs-rdmacore t size n r dev tool ip rounds saved=$GOMAXPROCS
+    local gf=${VBENCH_GOVERBS_FLAGS-}
+    ulimit -l unlimited  # rxe and siw pin registered pages
+    export GOMAXPROCS=${VBENCH_GOMAXPROCS:-1}
+    KEEP=$OUT/verbs-bench; mkdir -p $KEEP
+    for dev in rxe0 siw0; do
+        case $dev in
+            rxe0) tool="-d rxe0 -x 1" ip=$X rounds=${VBENCH_ROUNDS:-$(iters 3 1)} ;;
+            *) tool="-d siw0 -R" ip=$S rounds=${VBENCH_SIW_ROUNDS:-1} ;;
+        esac
+        for r in $(seq 1 $rounds); do
+            for t in write_lat read_lat send_lat write_bw; do
+                case $t in *_lat) size=8; n=$(iters 500 100) ;; *) size=65536; n=$(iters 200 50) ;; esac
+                entry kernel-$dev "ib_$t -> ib_$t r$r" ib_$t $size $n "bench (exit codes)" port:18515 \
+                    -- ib_$t $tool -F -s $size -n $n -- ib_$t $tool -F -s $size -n $n $ip
+                entry rdmacore-$dev "goverbs verbs:$dev -> ib_$t r$r" ib_$t $size $n "bench (exit codes)" port:18515 \
+                    -- ib_$t $tool -F -s $size -n $n \
+                    -- $R bench --perftest --transport verbs:$dev $gf --test $t --size $size --iters $n --connect $ip
+            done
+        done
+    done
+    n=$(iters 20000 2000)
+    entry rdmacore-rxe0 "go test -bench (stub, cgo, rxe0)" "post+poll per WR" 8 $n "ns/op, allocs/op" ready \
+        -- echo ready \
+        -- /lab/rdmacore.test -test.run '^$' -test.bench 'Stub|Cgo|Device' -test.benchtime ${n}x -test.benchmem -test.v
+    KEEP=
+    export GOMAXPROCS=$saved
+}
+
 has rping && phase_rping
 has rstream && phase_rstream
 has pingpong && phase_pingpong
@@ -392,6 +435,7 @@ has capture && phase_capture
 has rocecm && phase_rocecm
 has rdmacm && phase_rdmacm
 has xstack && phase_xstack
+has verbs-bench && phase_verbs_bench
 
 echo "SUMMARY failed=$fails"
 [ $fails = 0 ]
