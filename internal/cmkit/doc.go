@@ -24,6 +24,11 @@
 //     connection over a bound evicts the oldest slow one (stalled before
 //     silent, never one whose request has arrived while another can go),
 //     not itself, and Close hands back the ones left to close.
+//   - A listener over sockets (Sockets): the accept loop, the half-open
+//     set and the queue put together, with Close and the loop's fatal end,
+//     for a transport whose requests come over connections a
+//     net.Listener accepts; the transport gives its handshake and refusal
+//     (SocketHooks).
 //   - The accept loop (Serve): temporary errors (out of descriptors or
 //     buffers, a connection aborted before it was accepted) are retried
 //     with backoff, as net/http's Server.Serve does; any other error stops

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"net/netip"
 	"sync"
+	"time"
 )
 
 // evictScan bounds how many of the oldest half-open connections Admit
@@ -70,8 +71,9 @@ type HalfOpen[C any] struct {
 
 // Handshake is a connection in the half-open set.
 type Handshake[C any] struct {
-	Conn C
-	src  netip.Addr
+	Conn     C
+	Admitted time.Time // when it entered the set: its request's deadline counts from here
+	src      netip.Addr
 
 	// Guarded by the set's mu.
 	all, same *list.Element // in the set, in its source's list
@@ -115,7 +117,7 @@ func (s *HalfOpen[C]) Admit(c C, src netip.Addr) (*Handshake[C], []Eviction[C]) 
 	if s.bySrc[src] == nil { // evicting emptied it
 		s.bySrc[src] = same
 	}
-	h := &Handshake[C]{Conn: c, src: src}
+	h := &Handshake[C]{Conn: c, Admitted: time.Now(), src: src}
 	h.all = s.all.PushBack(h)
 	h.same = same.PushBack(h)
 	return h, out
