@@ -24,12 +24,13 @@ const maxQueued = 256
 
 // listener accepts TCP connections, reads their MPA Requests and queues
 // them for Accept. What is MPA's is here: the Request's framing and
-// checks, the Reject Reply; the rules every transport shares (the backlog,
-// the half-open set and its eviction, the accept loop, Close) are cmkit's.
+// checks, the Reject Reply, the eviction reports; the rules every
+// transport shares (the backlog, the half-open set and its eviction, the
+// accept loop, Close) are cmkit's (Sockets).
 //
 // Ownership of a connection, which decides who may close it:
-//   - The accept loop (serve) takes it from the kernel and admits it to
-//     the half-open set before its handshake goroutine starts.
+//   - The accept loop takes it from the kernel and admits it to the
+//     half-open set before its handshake goroutine starts.
 //   - While it is in the half-open set its handshake goroutine reads the
 //     MPA Request from it, but whoever takes it out of the set owns it: the
 //     handshake goroutine itself (Leave) when the Request is read or has
@@ -42,14 +43,9 @@ const maxQueued = 256
 //     (Accept, Reject, expiry, Close refusing it) owns it, and after
 //     Accept's QP.Establish the QP's endpoint does. The listener never
 //     touches a claimed request's connection again.
-//
-// Lock order: none is held across the other; q and half each lock only
-// themselves.
 type listener struct {
-	link *link
-	ln   net.Listener
-	q    *cmkit.Queue[*connReq]
-	half *cmkit.HalfOpen[net.Conn]
+	*cmkit.Sockets[*connReq] // Addr, Close
+	link                     *link
 }
 
 func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
@@ -60,76 +56,43 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 		}
 		return nil, fmt.Errorf("%w: listen on %s: %w", provider.ErrInvalidArgument, addr, err)
 	}
-	lim := cmkit.HalfOpenLimits{Max: l.cfg.maxHalfOpen, PerSource: l.cfg.maxHalfOpenPerSource, PressureAt: l.cfg.maxHalfOpen / 2}
-	lis := &listener{link: l, ln: ln, q: cmkit.NewQueue(maxQueued, (*connReq).Pending), half: cmkit.NewHalfOpen(lim, paceOf)}
+	lis := &listener{link: l}
+	refuse := func(r *connReq) { r.refuse(nil) } // a no-op for a request already claimed
+	lis.Sockets = cmkit.NewSockets(ln, cmkit.NewQueue(maxQueued, (*connReq).Pending),
+		cmkit.HalfOpenLimits{Max: l.cfg.maxHalfOpen, PerSource: l.cfg.maxHalfOpenPerSource, PressureAt: l.cfg.maxHalfOpen / 2},
+		cmkit.SocketHooks[*connReq]{
+			Source:    func(c net.Conn) netip.Addr { return sourceOf(c.RemoteAddr()) },
+			Pace:      paceOf,
+			Handshake: lis.handshake,
+			Evicted:   lis.evicted,
+			Refuse:    refuse,
+			Stopped: func(err error) error {
+				return fmt.Errorf("%w: iwarp listener %s stopped: %w", provider.ErrClosed, ln.Addr(), err)
+			},
+			Release: func() { l.trackListener(lis, false) },
+		})
 	if !l.trackListener(lis, true) {
 		ln.Close()
 		return nil, provider.ErrClosed
 	}
-	go lis.serve()
+	lis.Start()
 	return lis, nil
 }
 
-// Addr is the address the listener is bound to, with the real port when
-// it listened on port 0.
-func (lis *listener) Addr() string { return lis.ln.Addr().String() }
-
 func (lis *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	return cmkit.AcceptConn(ctx, lis.q)
+	return cmkit.AcceptConn(ctx, lis.Queue())
 }
 
-// Close stops listening and refuses the requests nobody answered. It
-// closes only the connections the listener still owns: those in their MPA
-// exchange and the queued requests nobody claimed.
-func (lis *listener) Close() error {
-	first := lis.q.Close(func(r *connReq) { r.refuse(nil) }) // a no-op for a request already claimed
-	if first {
-		lis.shutdown()
-	}
-	return cmkit.CloseResult(first)
-}
-
-// shutdown releases what the listener holds: its socket, its place in
-// the link, the connections in their MPA exchange. The accept loop's end
-// and Close may both call it.
-func (lis *listener) shutdown() {
-	lis.ln.Close()
-	lis.link.trackListener(lis, false)
-	for _, c := range lis.half.Close() {
-		c.Close() // its handshake goroutine fails and ends
-	}
-}
-
-// serve is the accept loop: it admits each connection to the half-open
-// set, evicting what the set's bounds ask for, and starts its handshake.
-// An accept error that does not pass closes the listener with it.
-func (lis *listener) serve() {
-	err := cmkit.Serve(lis.q.Done(), lis.ln.Accept, lis.admit)
-	if err != nil {
-		lis.q.Fail(fmt.Errorf("%w: iwarp listener %s stopped: %w", provider.ErrClosed, lis.Addr(), err), func(r *connReq) { r.refuse(nil) })
-		lis.shutdown()
-	}
-}
-
-func (lis *listener) admit(c net.Conn) {
+// evicted reports a connection the half-open set evicted for a newcomer
+// from src.
+func (lis *listener) evicted(c net.Conn, src netip.Addr, perSource bool) {
 	cfg := &lis.link.cfg
-	deadline := time.Now().Add(min(cfg.requestTimeout, cfg.mpaTimeout)) // the whole Request is due by then
-	src := sourceOf(c.RemoteAddr())
-	h, evicted := lis.half.Admit(c, src)
-	for _, x := range evicted {
-		x.Conn.Close() // its handshake goroutine fails and ends
-		why := fmt.Errorf("%w: evicted: %d connections in their MPA exchange, the oldest goes", provider.ErrLimit, cfg.maxHalfOpen)
-		if x.PerSource {
-			why = fmt.Errorf("%w: evicted: %d connections from %v in their MPA exchange, the oldest goes",
-				provider.ErrLimit, cfg.maxHalfOpenPerSource, src)
-		}
-		lis.link.refused(x.Conn.RemoteAddr().String(), why)
+	why := fmt.Errorf("%w: evicted: %d connections in their MPA exchange, the oldest goes", provider.ErrLimit, cfg.maxHalfOpen)
+	if perSource {
+		why = fmt.Errorf("%w: evicted: %d connections from %v in their MPA exchange, the oldest goes",
+			provider.ErrLimit, cfg.maxHalfOpenPerSource, src)
 	}
-	if h == nil { // the listener closed
-		c.Close()
-		return
-	}
-	go lis.handshake(h, deadline)
+	lis.link.refused(c.RemoteAddr().String(), why)
 }
 
 // paceOf tells the half-open set how far a connection got with its MPA
@@ -160,12 +123,12 @@ func sourceOf(a net.Addr) netip.Addr {
 	return ip
 }
 
-// handshake reads a connection's MPA Request by h.deadline and queues it,
-// or refuses it: a Reject Reply where the peer speaks MPA (it asked for
-// markers, a revision we lack, an RTR we cannot serve), a plain close
-// otherwise. Each connection has its own goroutine, so a slow peer delays
+// handshake reads a connection's MPA Request by its deadline (the
+// Request timeout from its admission) and queues it, or refuses it: a
+// Reject Reply where the peer speaks MPA (it asked for markers, a
+// revision we lack, an RTR we cannot serve), a plain close otherwise. Each connection has its own goroutine, so a slow peer delays
 // only itself.
-func (lis *listener) handshake(h *cmkit.Handshake[net.Conn], deadline time.Time) {
+func (lis *listener) handshake(h *cmkit.Handshake[net.Conn]) {
 	c := h.Conn
 	l := lis.link
 	remote := c.RemoteAddr().String()
@@ -173,7 +136,7 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn], deadline time.Time)
 	if l.cfg.wrap != nil {
 		c = l.cfg.wrap(c)
 	}
-	c.SetDeadline(deadline)
+	c.SetDeadline(h.Admitted.Add(min(l.cfg.requestTimeout, l.cfg.mpaTimeout))) // the whole Request is due by then
 	f, err := readFrame(&deliveredBy{Conn: c})
 	var o offer
 	if err == nil {
@@ -182,7 +145,7 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn], deadline time.Time)
 	if err == nil {
 		err = checkRequest(f, &o)
 	}
-	if !lis.half.Leave(h) {
+	if !lis.Leave(h) {
 		c.Close() // evicted or the listener closed: the socket is closed and reported
 		return
 	}
@@ -200,16 +163,17 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn], deadline time.Time)
 	}
 	c.SetDeadline(time.Time{})
 	r := &connReq{lis: lis, conn: c, off: o, remote: remote}
-	if !lis.q.Reserve() {
+	q := lis.Queue()
+	if !q.Reserve() {
 		var why error // the listener closed
-		if !lis.q.Closed() {
+		if !q.Closed() {
 			why = fmt.Errorf("%w: %d requests already wait for Accept", provider.ErrLimit, maxQueued)
 		}
 		r.refuse(why)
 		return
 	}
 	r.timer.Store(time.AfterFunc(l.cfg.mpaTimeout, r.expire))
-	if !lis.q.Push(r) {
+	if !q.Push(r) {
 		r.refuse(nil)
 	}
 }
