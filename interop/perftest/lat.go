@@ -18,15 +18,19 @@ const (
 
 // post posts one data WR of the test's verb between the local slot and
 // the peer's advertised address.
+// The WR and its SGE are the session's (PostSend retains neither), so a
+// post allocates nothing.
 func (s *session) post(op verbs.Opcode, signaled bool) error {
-	wr := verbs.SendWR{ID: idData, Opcode: op, SGL: []verbs.SGE{s.buf.SGE(0, s.cfg.Size)}}
+	s.sge[0] = s.buf.SGE(0, s.cfg.Size)
+	wr := &s.swr[0]
+	*wr = verbs.SendWR{ID: idData, Opcode: op, SGL: s.sge[:]}
 	if signaled {
 		wr.Flags = verbs.SendSignaled
 	}
 	if op != verbs.OpSend {
 		wr.Remote = verbs.RemoteAddr{Addr: s.rem.VAddr, RKey: s.rem.RKey}
 	}
-	return s.ep.QP.PostSend([]verbs.SendWR{wr})
+	return s.ep.QP.PostSend(s.swr[:])
 }
 
 // writeLat is run_iter_lat_write: each side WRITEs the message into the
@@ -99,11 +103,16 @@ func (s *session) readLat(ctx context.Context) (*stats.Recorder, error) {
 }
 
 // postRecvs posts n receives of the message size into the advertised half
-// (ctx_set_recv_wqes).
+// (ctx_set_recv_wqes). The WRs are the session's, grown once to the
+// largest n (PostRecv retains nothing): re-posting one allocates nothing.
 func (s *session) postRecvs(n int) error {
-	wrs := make([]verbs.RecvWR, n)
+	if cap(s.rwr) < n {
+		s.rwr = make([]verbs.RecvWR, n)
+	}
+	s.rsge[0] = s.buf.SGE(s.half, s.cfg.Size)
+	wrs := s.rwr[:n]
 	for i := range wrs {
-		wrs[i] = verbs.RecvWR{ID: idRecv, SGL: []verbs.SGE{s.buf.SGE(s.half, s.cfg.Size)}}
+		wrs[i] = verbs.RecvWR{ID: idRecv, SGL: s.rsge[:]}
 	}
 	return s.ep.QP.PostRecv(wrs)
 }

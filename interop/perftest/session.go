@@ -27,6 +27,13 @@ type session struct {
 	credit *verbs.MR // SEND bandwidth with credits: [0:4] the count we WRITE, [4:8] the peer's
 	my     Dest
 	rem    Dest
+
+	// The data path's work requests, reused by every post (lat.go); the
+	// test's goroutine owns them.
+	swr  [1]verbs.SendWR
+	sge  [1]verbs.SGE
+	rwr  []verbs.RecvWR
+	rsge [1]verbs.SGE
 }
 
 // newData creates the data QP, sized for the test, and its buffers
