@@ -34,15 +34,12 @@ const (
 // listener accepts connection requests on the side channel. What is the
 // side channel's is here: the REQ, its checks, the REJ, the watch on a
 // waiting dialer; the rules every transport shares (the backlog, the
-// half-open set and its eviction, the accept loop, Close) are cmkit's.
-// The serve goroutine owns the accept loop; a handshake goroutine a
-// connection reads its REQ and queues the request. q and half each lock
-// only themselves; neither is held across the other.
+// half-open set and its eviction, the accept loop, Close) are cmkit's
+// (Sockets). The accept loop owns admission; a handshake goroutine a
+// connection reads its REQ and queues the request.
 type listener struct {
-	l    *link
-	ln   net.Listener
-	q    *cmkit.Queue[*connReq]
-	half *cmkit.HalfOpen[net.Conn]
+	*cmkit.Sockets[*connReq] // Addr, Close
+	l                        *link
 }
 
 // Listen listens for connection requests on a TCP address; an empty addr
@@ -68,8 +65,30 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 
 // serveListener serves connection requests arriving on ln.
 func (l *link) serveListener(ln net.Listener) (*listener, error) {
-	lst := &listener{l: l, ln: ln, q: cmkit.NewQueue(maxWaiting, (*connReq).Pending),
-		half: cmkit.NewHalfOpen(cmkit.HalfOpenLimits{Max: maxPending, PerSource: maxPendingPerSource}, paceOf)}
+	lst := &listener{l: l}
+	lst.Sockets = cmkit.NewSockets(ln, cmkit.NewQueue(maxWaiting, (*connReq).Pending),
+		cmkit.HalfOpenLimits{Max: maxPending, PerSource: maxPendingPerSource},
+		cmkit.SocketHooks[*connReq]{
+			Source:    sourceIP,
+			Pace:      paceOf,
+			Handshake: lst.handshake,
+			Refuse:    (*connReq).refuse,
+			Stopped: func(err error) error {
+				return &OpError{Op: "accept", Addr: ln.Addr().String(), Err: fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err)}
+			},
+			Release: func() {
+				l.mu.Lock()
+				delete(l.listeners, lst)
+				l.mu.Unlock()
+			},
+			Accept: func() (net.Conn, error) {
+				nc, err := ln.Accept()
+				if err != nil && testHookAcceptRetry != nil && cmkit.Temporary(err) {
+					testHookAcceptRetry(err)
+				}
+				return nc, err
+			},
+		})
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -78,54 +97,19 @@ func (l *link) serveListener(ln net.Listener) (*listener, error) {
 	}
 	l.listeners[lst] = struct{}{}
 	l.mu.Unlock()
-	go lst.serve()
+	lst.Start()
 	return lst, nil
-}
-
-func (lst *listener) Addr() string { return lst.ln.Addr().String() }
-
-// serve accepts side-channel connections until the listener closes (see
-// cmkit.Serve: temporary errors are retried with backoff); any other
-// error closes the listener, and Accept returns it, rather than leave
-// Accept waiting for connections that can no longer come.
-func (lst *listener) serve() {
-	err := cmkit.Serve(lst.q.Done(), lst.accept, lst.admit)
-	if err != nil {
-		lst.q.Fail(&OpError{Op: "accept", Addr: lst.Addr(), Err: fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err)}, (*connReq).refuse)
-		lst.shutdown()
-	}
-}
-
-// accept is the listener's Accept, showing testHookAcceptRetry the
-// temporary errors cmkit.Serve retries.
-func (lst *listener) accept() (net.Conn, error) {
-	nc, err := lst.ln.Accept()
-	if err != nil && testHookAcceptRetry != nil && cmkit.Temporary(err) && !lst.q.Closed() {
-		testHookAcceptRetry(err)
-	}
-	return nc, err
 }
 
 // testHookAcceptRetry, if set, sees every temporary accept error.
 var testHookAcceptRetry func(error)
 
-// admit records nc as waiting for its REQ, evicting the oldest waiting
-// connection of its source, or of all, when a cap is reached, and starts
-// its handshake.
-func (lst *listener) admit(nc net.Conn) {
-	var src netip.Addr
+// sourceIP is the source the per-source bound counts: the dialer's IP.
+func sourceIP(nc net.Conn) netip.Addr {
 	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		src = ta.AddrPort().Addr().Unmap()
+		return ta.AddrPort().Addr().Unmap()
 	}
-	s, evicted := lst.half.Admit(nc, src)
-	for _, v := range evicted {
-		v.Conn.Close() // its handshake goroutine's read fails
-	}
-	if s == nil { // the listener closed
-		nc.Close()
-		return
-	}
-	go lst.handshake(s)
+	return netip.Addr{}
 }
 
 // paceOf tells the half-open set whether a connection spoke: a dialer's
@@ -149,7 +133,7 @@ func (lst *listener) handshake(s *cmkit.Handshake[net.Conn]) {
 	nc := s.Conn
 	nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	m, err := readCM(nc)
-	if !lst.half.Leave(s) || err != nil || m.Type != cmREQ {
+	if !lst.Leave(s) || err != nil || m.Type != cmREQ {
 		nc.Close()
 		return
 	}
@@ -161,8 +145,9 @@ func (lst *listener) handshake(s *cmkit.Handshake[net.Conn]) {
 		nc.Close()
 		return
 	}
-	if !lst.q.Reserve() {
-		if !lst.q.Closed() {
+	q := lst.Queue()
+	if !q.Reserve() {
+		if !q.Closed() {
 			cm.sendREJ(nil, "too many connection requests wait for the listener's Accept")
 		}
 		nc.Close()
@@ -170,13 +155,13 @@ func (lst *listener) handshake(s *cmkit.Handshake[net.Conn]) {
 	}
 	r := &connReq{lst: lst, cm: cm, m: m, peer: peer, watched: make(chan struct{})}
 	go r.watchDialer()
-	if !lst.q.Push(r) {
+	if !q.Push(r) {
 		r.refuse()
 	}
 }
 
 func (lst *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
-	r, err := lst.q.Accept(ctx)
+	r, err := lst.Queue().Accept(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && err == cerr {
 			return nil, ctxErr(ctx, "accept", lst.Addr())
@@ -184,29 +169,6 @@ func (lst *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// Close stops listening. It fails with ErrClosed the second time; after a
-// fatal accept error closed the listener, the first Close still succeeds.
-func (lst *listener) Close() error {
-	first := lst.q.Close((*connReq).refuse)
-	if first {
-		lst.shutdown()
-	}
-	return cmkit.CloseResult(first)
-}
-
-// shutdown releases what the listener holds: its socket, its place in the
-// link, the connections still waiting for their REQ. The accept loop's
-// end and Close may both call it.
-func (lst *listener) shutdown() {
-	lst.ln.Close()
-	lst.l.mu.Lock()
-	delete(lst.l.listeners, lst)
-	lst.l.mu.Unlock()
-	for _, nc := range lst.half.Close() {
-		nc.Close()
-	}
 }
 
 // connReq is a connection request waiting for Accept or Reject. Its
