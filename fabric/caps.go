@@ -33,6 +33,15 @@ type features struct {
 	// error.
 	complFlags          uint64
 	cswap, fadd, awrite bool
+	// wcStatus: error completions carry libibverbs' ibv_wc_status as
+	// prov_errno (the verbs provider), which decides their status.
+	wcStatus bool
+	// iwarp: the verbs provider over an iWARP device. A READ lands in one
+	// local SGE: an iWARP RDMA Read Request carries a single data sink
+	// (RFC 5040), so iWARP devices scatter a READ response into their
+	// first SGE only (siw: max_sge_rd 1), and libfabric's verbs provider
+	// does not report max_sge_rd. There is no RNR.
+	iwarp bool
 }
 
 // hintCaps are the capabilities every device needs.
@@ -45,6 +54,10 @@ const hintModes = fiModeContext | fiModeContext2 | fiModeRxCQData
 
 // hintMRMode are the registration modes the package honours.
 const hintMRMode = fiMRLocal | fiMRVirtAddr | fiMRAlloc | fiMRProvKey
+
+// verbsIWARPFabric is the fabric the verbs provider puts iWARP devices in
+// (verbs_info.c, VERBS_IWARP_FABRIC).
+const verbsIWARPFabric = "Ethernet-iWARP"
 
 // maxSGE bounds the SGE lists the package passes in one call.
 const maxSGE = cMaxSGE
@@ -105,6 +118,8 @@ func (d *Device) probe() error {
 	f.wideData = a.cqDataSize >= 8
 	f.orderSAW = a.txMsgOrder&fiOrderSAW != 0 && a.rxMsgOrder&fiOrderSAW != 0
 	f.orderRAW = a.txMsgOrder&fiOrderRAW != 0 && a.rxMsgOrder&fiOrderRAW != 0
+	f.wcStatus = coreProvider(d.provName) == "verbs"
+	f.iwarp = f.wcStatus && d.fabName == verbsIWARPFabric
 	if a.mrMode&(fiMREndpoint|fiMRRaw) != 0 {
 		return &Error{Op: "fi_getinfo", Errno: Errno(syscall.EOPNOTSUPP), Class: provider.ErrNotSupported,
 			Detail: "the provider needs FI_MR_ENDPOINT or FI_MR_RAW registration, which this package does not implement"}
@@ -123,15 +138,28 @@ func (d *Device) probe() error {
 			Detail: fmt.Sprintf("%d bytes of connection data leave no room for goverbs' %d-byte header", d.cmData, cmHeaderLen)}
 	}
 	d.cmData = min(d.cmData, cCMDataMax)
-	if a.caps&fiAtomic != 0 {
-		dom, err := _C_domain(d.fabric, d.info)
-		if err != nil {
-			return opErr("fi_domain", err)
-		}
+	dom, err := _C_domain(d.fabric, d.info)
+	if err != nil {
+		return opErr("fi_domain", err)
+	}
+	defer _C_close(dom)
+	if a.caps&fiAtomic != 0 && !d.quirks.noAtomics {
 		f.cswap = _C_query_atomic(dom, fiCSwap, fiCompareOp) == nil
 		f.fadd = _C_query_atomic(dom, fiSum, fiFetchOp) == nil
 		f.awrite = _C_query_atomic(dom, fiAtomicWrite, 0) == nil
-		_C_close(dom)
+	}
+	if f.provKey {
+		// A registration cache (see initLibfabric) would give every
+		// region all rights and keep its key across re-registration.
+		shared, err := _C_mr_shared(dom)
+		if err != nil {
+			return opErr("fi_mr_reg", err, "probing the registration cache")
+		}
+		if shared {
+			return &Error{Op: "fi_mr_reg", Errno: Errno(syscall.EOPNOTSUPP), Class: provider.ErrNotSupported,
+				Detail: "the provider's registration cache shares one registration, with all rights, among regions " +
+					"of the same memory; unset " + mrCacheEnv + " or set it to 0"}
+		}
 	}
 	return nil
 }
@@ -187,16 +215,18 @@ func (d *Device) buildCaps() provider.Caps {
 		maxQP = maxQPs
 	}
 	return provider.Caps{
-		Name:            d.provName + "/" + d.domName,
-		Transport:       "fabric:" + d.provName,
-		DataPath:        dataPath(d.provName),
-		MaxMRSize:       min(a.maxMsgSize, 1<<47),
-		MaxMR:           maxMR,
-		MaxPD:           maxPDs, // one libfabric domain per PD; fi_getinfo states no limit
-		MaxMW:           0,
-		MaxQP:           maxQP,
-		MaxQPWR:         wr,
-		MaxSGE:          clamp32(min(a.txIOV, a.rxIOV, a.rmaIOV, maxSGE)),
+		Name:      d.provName + "/" + d.domName,
+		Transport: "fabric:" + d.provName,
+		DataPath:  dataPath(d.provName),
+		MaxMRSize: min(a.maxMsgSize, 1<<47),
+		MaxMR:     maxMR,
+		MaxPD:     maxPDs, // one libfabric domain per PD; fi_getinfo states no limit
+		MaxMW:     0,
+		MaxQP:     maxQP,
+		MaxQPWR:   wr,
+		// rma_iov_limit bounds the remote iovecs of one RMA (goverbs
+		// passes one), not its local SGEs, which iov_limit bounds.
+		MaxSGE:          clamp32(min(a.txIOV, a.rxIOV, maxSGE)),
 		MaxInlineData:   clamp32(a.inject),
 		MaxCQ:           maxCQ,
 		MaxCQE:          maxCQE,
@@ -210,11 +240,23 @@ func (d *Device) buildCaps() provider.Caps {
 		Persistence:     false,
 		ManualConnect:   false,
 		RNRRetry:        false,
-		RNRRule: "libfabric connected endpoints have no RNR NAK: a SEND that finds no receive posted " +
-			"waits at the receiver (the provider's flow control) until one is, with no retry limit",
-		PathMTU:   mtu,
-		LinkSpeed: a.linkSpeed,
+		RNRRule:         d.rnrRule(),
+		PathMTU:         mtu,
+		LinkSpeed:       a.linkSpeed,
 	}
+}
+
+// rnrRule says what a SEND that finds no receive posted does.
+func (d *Device) rnrRule() string {
+	switch {
+	case d.feat.iwarp:
+		return "iWARP has no RNR: a SEND that finds no receive posted terminates the connection (RFC 5040)"
+	case d.feat.wcStatus:
+		return "the verbs provider connects with rnr_retry_count 7 (retry forever): a SEND that finds no " +
+			"receive posted is retried by the device until one is"
+	}
+	return "libfabric connected endpoints have no RNR NAK: a SEND that finds no receive posted " +
+		"waits at the receiver (the provider's flow control) until one is, with no retry limit"
 }
 
 func dataPath(prov string) provider.DataPath {

@@ -166,22 +166,28 @@ static ssize_t gv_post(uintptr_t h, gv_wr *w) {
 	void *desc[GV_MAX_SGE];
 	uint64_t total = 0;
 	uint32_t n = w->nsge > GV_MAX_SGE ? GV_MAX_SGE : w->nsge;
+	// descs is NULL unless every entry has a descriptor: the verbs provider
+	// reads desc[i]->lkey of each entry of an array it is given
+	// (vrb_set_sge_iov), and an inline copy (FI_INJECT) has no region. A
+	// NULL array is libfabric's "no descriptors", which inject allows.
+	void **descs = n ? desc : NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		iov[i].iov_base = (void *) (uintptr_t) w->sge[i].addr;
 		iov[i].iov_len = w->sge[i].len;
 		desc[i] = (void *) (uintptr_t) w->sge[i].desc;
+		if (!desc[i]) descs = NULL;
 		total += w->sge[i].len;
 	}
 	void *ctx = (void *) (uintptr_t) w->ctx;
 	if (w->op == GV_SEND || w->op == GV_RECV) {
-		struct fi_msg m = { .msg_iov = iov, .desc = desc, .iov_count = n, .context = ctx, .data = w->data };
+		struct fi_msg m = { .msg_iov = iov, .desc = descs, .iov_count = n, .context = ctx, .data = w->data };
 		return w->op == GV_SEND ? fi_sendmsg(ep, &m, w->flags) : fi_recvmsg(ep, &m, w->flags);
 	}
 	if (w->op == GV_WRITE || w->op == GV_READ) {
 		// A zero-length WRITE or READ names no remote memory: no rma_iov,
 		// so no key is checked (as IB does for length 0).
 		struct fi_rma_iov rma = { .addr = w->raddr, .len = total, .key = w->rkey };
-		struct fi_msg_rma m = { .msg_iov = iov, .desc = desc, .iov_count = n,
+		struct fi_msg_rma m = { .msg_iov = iov, .desc = descs, .iov_count = n,
 			.rma_iov = &rma, .rma_iov_count = total ? 1 : 0, .context = ctx, .data = w->data };
 		return w->op == GV_WRITE ? fi_writemsg(ep, &m, w->flags) : fi_readmsg(ep, &m, w->flags);
 	}
@@ -322,6 +328,24 @@ static uintptr_t gv_dupinfo(uintptr_t i) { return (uintptr_t) fi_dupinfo(P(struc
 static uintptr_t gv_info_next(uintptr_t i) { return (uintptr_t) P(struct fi_info, i)->next; }
 static void gv_free(uintptr_t p) { free((void *) p); }
 static int gv_trywait(uintptr_t f, uintptr_t *fids, int n) { return fi_trywait(P(struct fid_fabric, f), (struct fid **) fids, n); }
+// gv_mr_shared registers one buffer twice with different rights and
+// reports whether the provider handed back one registration (the same
+// key): a registration cache that shares regions and their rights. 1, 0,
+// or -fi_errno.
+static int gv_mr_shared(uintptr_t d) {
+	void *buf = calloc(1, 4096);
+	struct fid_mr *a = NULL, *b = NULL;
+	int ret;
+	if (!buf) return -FI_ENOMEM;
+	ret = fi_mr_reg(P(struct fid_domain, d), buf, 4096, FI_SEND | FI_RECV, 0, 0, 0, &a, NULL);
+	if (!ret) ret = fi_mr_reg(P(struct fid_domain, d), buf, 4096, FI_SEND | FI_RECV | FI_REMOTE_READ, 0, 1, 0, &b, NULL);
+	if (!ret) ret = a == b || fi_mr_key(a) == fi_mr_key(b);
+	if (b && b != a) fi_close(&b->fid);
+	if (a) fi_close(&a->fid);
+	free(buf);
+	return ret;
+}
+
 static int gv_query_atomic(uintptr_t d, int op, uint64_t flags) {
 	struct fi_atomic_attr attr;
 	return fi_query_atomic(P(struct fid_domain, d), FI_UINT64, op, &attr, flags);
@@ -329,7 +353,33 @@ static int gv_query_atomic(uintptr_t d, int op, uint64_t flags) {
 */
 import "C"
 
-import "unsafe"
+import (
+	"os"
+	"sync"
+	"unsafe"
+)
+
+// mrCacheEnv is libfabric's switch for its registration cache, read once
+// when libfabric initializes (the first fi_getinfo).
+const mrCacheEnv = "FI_MR_CACHE_MAX_COUNT"
+
+var libInit sync.Once
+
+// initLibfabric runs before the first libfabric call. Unless the user
+// chose otherwise, it turns libfabric's registration cache off: the
+// verbs provider's (1.17, verbs_mr.c vrb_mr_cache_add_region) registers
+// every cached region with all remote rights and hands the same
+// registration, key included, to every fi_mr_reg of the same memory, so a
+// region's rights and a re-registration's new key could not hold. goverbs
+// registers long-lived regions explicitly, which is what the cache would
+// save. Device.probe checks the cache is off.
+func initLibfabric() {
+	libInit.Do(func() {
+		if _, set := os.LookupEnv(mrCacheEnv); !set {
+			os.Setenv(mrCacheEnv, "0")
+		}
+	})
+}
 
 // Handles: C pointers kept as integers, never dereferenced in Go.
 type (
@@ -459,6 +509,7 @@ func _C_getinfo(prov, fabricName, domain string, epType uint32, caps, mode uint6
 		}
 		return C.CString(s)
 	}
+	initLibfabric()
 	p, f, d := cstr(prov), cstr(fabricName), cstr(domain)
 	defer C.free(unsafe.Pointer(p))
 	defer C.free(unsafe.Pointer(f))
@@ -621,4 +672,14 @@ func _C_shutdown(ep hEP) error { return cerr(C.gv_shutdown(u(ep))) }
 // FI_UINT64 with flags (0, FI_FETCH_ATOMIC or FI_COMPARE_ATOMIC).
 func _C_query_atomic(d hDomain, op int, flags uint64) error {
 	return cerr(C.gv_query_atomic(u(d), C.int(op), C.uint64_t(flags)))
+}
+
+// _C_mr_shared reports whether the domain hands two registrations of one
+// buffer the same registration (a registration cache).
+func _C_mr_shared(d hDomain) (bool, error) {
+	r := C.gv_mr_shared(u(d))
+	if r < 0 {
+		return false, cerr(r)
+	}
+	return r == 1, nil
 }

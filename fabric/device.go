@@ -109,6 +109,14 @@ type quirks struct {
 	// close can hit a descriptor number reused meanwhile by anything in
 	// the process. Without it, a QP leaving RTS does not tell its peer.
 	noShutdown bool
+	// noAtomics: refuse the provider's atomics. libfabric 1.17's verbs
+	// provider (verbs_atomic.c) posts a compare-and-swap with the compare
+	// buffer's address as the compare value and the destination fi_addr_t
+	// (0 on a connected endpoint) as the swap value, and a fetch-and-add
+	// with that fi_addr_t as the addend: on rxe a CSWAP of 100 to 42 leaves
+	// 100, a FETCH_ADD of 3 adds nothing. Its FI_ATOMIC_WRITE is a plain
+	// RDMA WRITE, so a region without the write right takes none.
+	noAtomics bool
 }
 
 // eqTarget receives the connection events of one endpoint.
@@ -135,6 +143,7 @@ func openDevice(s Spec) (_ *Device, err error) {
 	}()
 	d.attrs, d.provName, d.fabName, d.domName = _C_info_attrs(info)
 	d.quirks.noShutdown = coreProvider(d.provName) == "sockets"
+	d.quirks.noAtomics = coreProvider(d.provName) == "verbs"
 	if d.fabric, err = _C_fabric(info); err != nil {
 		return nil, opErr("fi_fabric", err)
 	}

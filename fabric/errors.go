@@ -151,6 +151,24 @@ func opErr(op string, err error, detail ...any) error {
 	return fmt.Errorf("github.com/goverbs/goverbs/fabric: %s: %w", op, err)
 }
 
+// ibvWCStatus maps libibverbs' enum ibv_wc_status, which the verbs
+// provider reports as the prov_errno of every error completion (its
+// fi_errno is FI_EIO for all but a flush), to the verbs status of the same
+// meaning: the device's own verdict, which the fi_errno loses.
+var ibvWCStatus = [...]provider.Status{
+	1: provider.StatusLocLenErr, 2: provider.StatusLocQPOpErr, 3: provider.StatusLocQPOpErr, // LOC_EEC_OP
+	4: provider.StatusLocProtErr, 5: provider.StatusWRFlushErr, 6: provider.StatusMWBindErr,
+	7: provider.StatusBadRespErr, 8: provider.StatusLocAccessErr, 9: provider.StatusRemInvReqErr,
+	10: provider.StatusRemAccessErr, 11: provider.StatusRemOpErr, 12: provider.StatusRetryExcErr,
+	13: provider.StatusRNRRetryExcErr, 14: provider.StatusLocProtErr, // LOC_RDD_VIOL
+	15: provider.StatusRemInvReqErr,                                                              // REM_INV_RD_REQ
+	16: provider.StatusRemAbortErr, 17: provider.StatusGeneralErr, 18: provider.StatusGeneralErr, // INV_EECN, INV_EEC_STATE
+	19: provider.StatusFatalErr, 20: provider.StatusRespTimeoutErr, 21: provider.StatusGeneralErr,
+}
+
+// ibvWCFlush is IBV_WC_WR_FLUSH_ERR.
+const ibvWCFlush = 5
+
 // completionStatus maps the fi_errno of an error completion (fi_cq_readerr)
 // to the verbs work completion status: recv says whether the completion is
 // of a receive (a local failure) or of a send-queue operation (where

@@ -133,7 +133,7 @@ func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
 	wc := provider.WorkCompletion{ID: w.id, Opcode: provider.WCRecv, QPN: qp.qpn}
 	switch {
 	case e.err != 0:
-		wc.Status, wc.VendorErr = completionStatus(Errno(e.err), true), uint32(e.err)
+		wc.Status, wc.VendorErr = qp.dev.errorStatus(e, true)
 		if w.preset != provider.StatusSuccess && wc.Status != provider.StatusWRFlushErr {
 			wc.Status = w.preset
 		}
@@ -142,7 +142,7 @@ func (qp *QP) recvCompletionLocked(i uint32, e *cqEntry) {
 	default:
 		qp.decodeRecv(&wc, e)
 	}
-	if w.flush && (wc.Status == provider.StatusSuccess || connectionLevel(Errno(wc.VendorErr))) {
+	if w.flush && (wc.Status == provider.StatusSuccess || qp.dev.connectionLevel(wc.VendorErr)) {
 		wc.Status = provider.StatusWRFlushErr
 	}
 	w.wc = wc

@@ -138,12 +138,16 @@ func (qp *QP) checkSendsLocked(wrs []provider.SendWR) error {
 }
 
 // checkFabricSendWR applies the rules this backend adds to verbs': an
-// atomic's result buffer is one SGE, and a WRITE_WITH_IMM composed of a
-// WRITE and a SEND is no longer than the SEND's CQ data can say.
+// atomic's result buffer is one SGE, a READ over iWARP lands in one SGE,
+// and a WRITE_WITH_IMM composed of a WRITE and a SEND is no longer than
+// the SEND's CQ data can say.
 func (qp *QP) checkFabricSendWR(wr *provider.SendWR) error {
 	switch {
 	case wr.Opcode.IsAtomic() && len(wr.SGL) != 1:
 		return fmt.Errorf("%w: %v needs its 8-byte result buffer in one SGE", provider.ErrInvalidArgument, wr.Opcode)
+	case wr.Opcode == provider.OpRead && len(wr.SGL) > 1 && qp.dev.feat.iwarp:
+		return fmt.Errorf("%w: a READ into %d SGEs on %s: an iWARP RDMA Read Request names one data sink "+
+			"(RFC 5040), and libfabric does not report the device's max_sge_rd", provider.ErrNotSupported, len(wr.SGL), qp.dev.caps.Transport)
 	case wr.Opcode == provider.OpWriteWithImm && qp.composedWriteImm() && provider.Length(wr.SGL) > maxWriteImmLen:
 		return fmt.Errorf("%w: WRITE_WITH_IMM longer than %d bytes on %s", provider.ErrNotSupported, uint64(maxWriteImmLen), qp.dev.caps.Transport)
 	}
@@ -371,7 +375,7 @@ func (qp *QP) sendCompletionLocked(i uint32, e *cqEntry) {
 	}
 	w.pending--
 	if e.err != 0 && w.e.Status == provider.StatusSuccess {
-		w.e.Status, w.e.Vendor = completionStatus(Errno(e.err), false), uint32(e.err)
+		w.e.Status, w.e.Vendor = qp.dev.errorStatus(e, false)
 	}
 	if w.pending > 0 || w.e.State != devcore.Started {
 		return
@@ -393,13 +397,13 @@ func (qp *QP) finishSendLocked(w *swqe, seq uint64) {
 		q.wrOut--
 	}
 	switch {
-	case w.flush && (w.e.Status == provider.StatusSuccess || connectionLevel(Errno(w.e.Vendor))):
+	case w.flush && (w.e.Status == provider.StatusSuccess || qp.dev.connectionLevel(w.e.Vendor)):
 		// The QP entered ERR while the WR was in libfabric: it is
 		// flushed, unless libfabric reports an error of its own (the
 		// detail stays in VendorErr).
 		w.e.Status = provider.StatusWRFlushErr
 	case w.e.Status != provider.StatusSuccess && qp.state != provider.StateErr:
-		if connectionLevel(Errno(w.e.Vendor)) {
+		if qp.dev.connectionLevel(w.e.Vendor) {
 			// Not this WR's fault: the connection went, and with it
 			// every WR outstanding, whatever order libfabric tells.
 			qp.connectionLostLocked(w.e.Vendor)

@@ -190,12 +190,42 @@ func (qp *QP) Close() error {
 // refused a request by closing the connection.
 // Precondition: qp.mu is held.
 func (qp *QP) connectionLostLocked(vendor uint32) {
-	if !connectionLevel(Errno(vendor)) || qp.peerGone {
+	if !qp.dev.connectionLevel(vendor) || qp.peerGone {
 		return
 	}
 	qp.peerGone = true
 	qp.dev.event(provider.AsyncEvent{Type: provider.EventPeerDisconnected, QPN: qp.qpn,
 		Err: fmt.Errorf("%w: libfabric canceled outstanding work: the connection ended", provider.ErrDisconnected)})
+}
+
+// errorStatus maps an error completion to its verbs status and vendor
+// error. Over the verbs provider (feat.wcStatus) the status is the
+// device's (prov_errno, an ibv_wc_status) and so is VendorErr; elsewhere
+// both come from the fi_errno.
+func (d *Device) errorStatus(e *cqEntry, recv bool) (provider.Status, uint32) {
+	if d.feat.wcStatus {
+		switch s := e.provErrno; {
+		case s > 0 && int(s) < len(ibvWCStatus):
+			return ibvWCStatus[s], uint32(s)
+		case Errno(e.err) == Errno(syscall.ECANCELED):
+			return provider.StatusWRFlushErr, ibvWCFlush
+		default:
+			// No ibv_wc_status we know: the fi_errno's rule, and the
+			// provider's number, which cannot pass for a flush.
+			return completionStatus(Errno(e.err), recv), uint32(s)
+		}
+	}
+	return completionStatus(Errno(e.err), recv), uint32(e.err)
+}
+
+// connectionLevel reports whether the vendor error of a completion says
+// only that the connection is gone (see connectionLevel): over the verbs
+// provider, a flush.
+func (d *Device) connectionLevel(vendor uint32) bool {
+	if d.feat.wcStatus {
+		return vendor == ibvWCFlush
+	}
+	return connectionLevel(Errno(vendor))
 }
 
 // connectionLevel reports whether an error completion says only that the
