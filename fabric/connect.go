@@ -87,6 +87,9 @@ func (qp *QP) openEP(info hInfo) (chan eqEvent, error) {
 	d := qp.dev
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
+	for qp.tearing && qp.ep == 0 && !qp.closed {
+		qp.torn.Wait() // an abandoned attempt's endpoint still closing
+	}
 	switch {
 	case qp.closed:
 		return nil, provider.ErrClosed
@@ -107,7 +110,11 @@ func (qp *QP) openEP(info hInfo) (chan eqEvent, error) {
 
 // abandonEP closes the endpoint of a connection attempt that failed; the
 // QP keeps its state (RESET or INIT) and its posted receives.
-func (qp *QP) abandonEP() {
+func (qp *QP) abandonEP() { qp.closeAbandoned(qp.detachEP()) }
+
+// detachEP takes the endpoint of a failed connection attempt off the QP
+// and marks a teardown under way, which closeAbandoned ends.
+func (qp *QP) detachEP() (hEP, hInfo) {
 	qp.mu.Lock()
 	ep, info := qp.ep, qp.epInfo
 	qp.ep, qp.epInfo, qp.connWait = 0, 0, nil
@@ -120,6 +127,11 @@ func (qp *QP) abandonEP() {
 	qp.rq.Next = qp.rq.Tail
 	qp.tearing = true
 	qp.mu.Unlock()
+	return ep, info
+}
+
+// closeAbandoned closes an endpoint detachEP took and ends the teardown.
+func (qp *QP) closeAbandoned(ep hEP, info hInfo) {
 	qp.closeEP(ep, info)
 	qp.mu.Lock()
 	qp.tearing = false
@@ -155,7 +167,13 @@ func (qp *QP) awaitConnected(ctx context.Context, wait chan eqEvent, what string
 		}
 		return nil, &Error{Op: what, Errno: e, Class: e.Class()}
 	case <-ctx.Done():
-		qp.abandonEP()
+		// The endpoint closes in the background, so the caller's deadline
+		// holds: fi_close of an endpoint still connecting waits for the
+		// provider to give the attempt up (siw through the verbs
+		// provider: its MPA request timer, 10 s). The QP waits for it
+		// before it connects again or closes (openEP, maybeTeardown).
+		ep, info := qp.detachEP()
+		go qp.closeAbandoned(ep, info)
 		return nil, fmt.Errorf("%w: %s: %w", provider.ErrTimeout, what, ctx.Err())
 	}
 }
@@ -209,6 +227,15 @@ func (qp *QP) eqEvent(ev *eqEvent) {
 	qp.mu.Unlock()
 	switch {
 	case ev.event == fiShutdown:
+		// What the provider completed before the shutdown arrived is
+		// taken first: a provider that progresses by itself (verbs) may
+		// hold a SEND's successful completion, the peer's ACK, in its CQ
+		// while the disconnect overtakes it on the connection manager's
+		// path, and a WR still out when the QP enters ERR is flushed.
+		qp.scq.drain()
+		if qp.rcq != qp.scq {
+			qp.rcq.drain()
+		}
 		qp.fail(provider.EventPeerDisconnected, fmt.Errorf("%w: the peer shut the connection down", provider.ErrDisconnected))
 	case ev.err != 0:
 		e := Errno(ev.err)
