@@ -60,7 +60,10 @@
 //     order libfabric reports them in. Errors read with fi_cq_readerr
 //     become verbs statuses (FI_ETRUNC: local length error; FI_EACCES,
 //     FI_ENOKEY: remote access error; FI_ECANCELED and a lost connection:
-//     flushed; ...), with the fi_errno in VendorErr.
+//     flushed; ...), with the fi_errno in VendorErr. Over the verbs
+//     provider, whose fi_errno is FI_EIO for every error but a flush, the
+//     ibv_wc_status it reports as prov_errno decides the status and is
+//     the VendorErr: the device's own verdict.
 //   - QP: the verbs state machine is kept in Go over the endpoint's life. A
 //     QP in RESET or INIT has no endpoint; Dial (fi_connect) or Accept
 //     (fi_accept, from a passive endpoint's FI_CONNREQ) opens one, binds its
@@ -88,7 +91,8 @@
 //     remote CQ data without consuming a receive).
 //   - COMPARE_SWAP, FETCH_ADD, ATOMIC_WRITE: fi_compare_atomicmsg,
 //     fi_fetch_atomicmsg, fi_atomicmsg on FI_UINT64, where fi_query_atomic
-//     says the domain has them (sockets; not tcp in 1.17). The target
+//     says the domain has them (sockets; not tcp in 1.17, and never the
+//     verbs provider: see below). The target
 //     address must be 8-byte aligned (checked at the initiator: providers
 //     do not).
 //   - FLUSH, SEND_WITH_INV, LOCAL_INV, BIND_MW and memory windows are not in
@@ -124,6 +128,38 @@
 //   - sockets does not tell the sender of a truncated message, and its
 //     delivery completion means the peer's provider buffered the message.
 //   - Neither has RNR: a SEND that finds no receive waits at the receiver.
+//
+// # The verbs provider (rxe0 and siw0 in the lab)
+//
+// Over libfabric's verbs provider (FI_EP_MSG: one RC QP per endpoint,
+// connected by librdmacm on the device's IP address, e.g.
+// "verbs?domain=rxe0" listening on 10.77.2.1) the conformance suite runs
+// in the RDMA lab (scripts/interop/fabricverbs.sh; docs/interop.md). The
+// provider wants FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and
+// FI_MR_PROV_KEY: regions are addressed by virtual address, the device
+// picks the rkeys, and descriptors go with every SGE. It gives SEND,
+// WRITE, READ, and over RoCE SEND_WITH_IMM and WRITE_WITH_IMM (4 bytes of
+// CQ data, FI_RX_CQ_DATA); 4 local SGEs, inline data up to inject_size
+// (256 on rxe0, 2 on siw0). It refuses, with ErrNotSupported:
+//
+//   - every atomic: libfabric 1.17's verbs atomics post wrong operands
+//     (see quirks.noAtomics), so Caps.Opcodes has none;
+//   - over iWARP (fabric "Ethernet-iWARP"), SEND_WITH_IMM and
+//     WRITE_WITH_IMM (no CQ data) and a READ into more than one SGE: an
+//     iWARP RDMA Read Request names one data sink, and libfabric does not
+//     report the device's max_sge_rd;
+//   - what no libfabric provider has (see the opcodes above).
+//
+// libfabric's registration cache is turned off (FI_MR_CACHE_MAX_COUNT=0
+// unless the environment sets it): the verbs provider's cache registers
+// every region with all remote rights and hands one registration to every
+// fi_mr_reg of the same memory. A device refuses to open, with
+// ErrNotSupported, if the cache is on anyway. With 4 bytes of CQ data or
+// none, WaitSolicited wakes on every receive; endpoints have no access
+// flags. The suite's skips over rxe0 and siw0, each with its reason, are
+// in conformance_test.go (providerGaps): the rest are the device's (rxe's
+// status for a SEND too long, iWARP's unacknowledged SENDs and WRITEs, no
+// RNR) or named by the suite from Caps.
 //
 // # Errors
 //
@@ -163,6 +199,11 @@
 // provider, which may be delivering to that QP's CQ).
 //
 // # Provider bugs worked around
+//
+// libfabric 1.17's verbs provider reads the descriptor of every entry of a
+// descriptor array it is given, so an inline operation (FI_INJECT, whose
+// copy has no region) is posted with none; its atomics and registration
+// cache are avoided as above.
 //
 // libfabric 1.17's sockets provider copies the fi_info of an endpoint
 // shallowly (the package keeps it alive for the endpoint's life) and closes
