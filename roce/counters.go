@@ -51,6 +51,7 @@ const (
 	ctrTxGSO                         // UDP GSO super-datagrams sent (device only)
 	ctrRxGRO                         // UDP GRO runs received (device only)
 	ctrRxPolled                      // datagrams a CQ's poller read (device only; drive.go)
+	ctrRxWaited                      // datagrams a CQ's waiter read (device only; drive_wait.go)
 	numCounters
 )
 
@@ -89,6 +90,7 @@ var counterNames = [numCounters]string{
 	ctrTxGSO:          "tx_gso_datagrams",
 	ctrRxGRO:          "rx_gro_datagrams",
 	ctrRxPolled:       "rx_polled_datagrams",
+	ctrRxWaited:       "rx_waited_datagrams",
 }
 
 // String returns the counter's name.

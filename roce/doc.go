@@ -211,9 +211,19 @@
 // runs the turn on the polling goroutine, so a spinning process needs no
 // other thread woken to see a packet (two processes spinning on two CPUs
 // otherwise waited for the kernel's time slice, about 2 ms, per message).
-// A Wait on any of the device's CQs, or a millisecond without an empty
+// A Wait on a CQ shared by several QPs, or a millisecond without an empty
 // Poll, gives the socket back to the reader (drive.go; the counter
 // rx_polled_datagrams shows who read).
+//
+// A goroutine that waits on the CQ of one QP (CQ.Wait, PollWait) reads the
+// socket too, but blocking: it takes the socket from the reader as a
+// poller does, parks in it, and runs the turn for what arrives until its
+// CQ holds a completion, so that the netpoller's wake-up is the only one
+// per message instead of the reader's and then the waiter's (drive_wait.go;
+// rx_waited_datagrams). A completion another goroutine makes, the Wait's
+// context and Close end its read; the reader comes back a millisecond
+// after the last waiter. Options.NoWaitDrive keeps the reader the only
+// reader.
 //
 // The QPs' timers (ACK timeout, RNR wait, the probe for an owed ACK, a
 // READ's linger, a drain) are kept in a heap by deadline, and a turn

@@ -145,6 +145,9 @@ func (e *engine) parkReader() bool {
 	if e.rdMode.Load() == modeWant {
 		e.rdMode.Store(modePolled)
 		e.rdMu.Unlock()
+		if cq := e.wantCQ.Swap(nil); cq != nil {
+			cq.Nudge() // its waiter sleeps: it reads from now on (drive_wait.go)
+		}
 		if !e.waitUnpark() {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // engine is a device's protocol engine: the requester and responder state
@@ -93,10 +94,13 @@ type engine struct {
 	pconn     pollConn // the socket, if it can be read without waiting; else nil
 	rdMu      sync.Mutex
 	rdMode    atomic.Int32
-	spins     atomic.Uint32 // empty Polls since the last Wait or hand-back
-	polls     atomic.Uint64 // empty Polls ever: the parked reader looks whether it moved
-	unpark    chan struct{} // a Wait asks the parked reader back
-	parkTimer *time.Timer   // the parked reader's; its goroutine's alone
+	spins     atomic.Uint32           // empty Polls since the last Wait or hand-back
+	polls     atomic.Uint64           // empty Polls ever: the parked reader looks whether it moved
+	unpark    chan struct{}           // a Wait asks the parked reader back
+	parkTimer *time.Timer             // the parked reader's; its goroutine's alone
+	wk        waitKick                // a waiter's blocking read (drive_wait.go)
+	wantCQ    atomic.Pointer[soft.CQ] // the CQ whose waiter asked for the socket, nudged once it is the pollers'
+	kicker    soft.Interrupter        // engineKicker{e}, registered with the CQ a waiter drives
 
 	// expireOnRead: the timers came due while datagrams waited in the
 	// socket; the next batch read sets fired (expire, readQueued).
@@ -127,6 +131,7 @@ func newEngine(cfg *config, conn PacketConn) *engine {
 		parkTimer: time.NewTimer(time.Hour),
 	}
 	e.parkTimer.Stop()
+	e.kicker = engineKicker{e}
 	if pc, ok := conn.(pollConn); ok {
 		e.pconn = pc
 	}

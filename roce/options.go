@@ -114,6 +114,10 @@ type Options struct {
 	// DisableBatching sends and receives one datagram per system call,
 	// through the portable path that other systems always take.
 	DisableBatching bool
+	// NoWaitDrive keeps the reader goroutine the only reader of the
+	// socket: a goroutine that waits on a CQ of one QP does not read and
+	// run the engine itself (drive_wait.go). For comparison.
+	NoWaitDrive bool
 	// AckTimeout is the local ACK timeout exponent the connection manager
 	// gives QPs: 4.096 µs × 2^AckTimeout (IBA 9.7.6.1.3). Zero means
 	// DefaultTimeout (14, about 67 ms). QPs connected by Modify take

@@ -122,29 +122,32 @@ func (cq *CQ) idlePoll(n int) {
 // receive completion or an error), or when ctx ends. It is level-triggered:
 // a completion already queued ends the wait at once.
 func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
+	if d := cq.waitDriver(); d != nil {
+		return cq.ring.Wait(ctx, solicitedOnly, func() { d.DriveWait(ctx, cq, solicitedOnly) }, nil)
+	}
 	if cq.driver != nil {
 		cq.driver.BeforeWait()
 	}
-	if !cq.waitDrive {
-		return cq.ring.Wait(ctx, solicitedOnly, nil, nil)
-	}
-	return cq.ring.Wait(ctx, solicitedOnly, func() { cq.driveWait(ctx, solicitedOnly) }, nil)
+	return cq.ring.Wait(ctx, solicitedOnly, nil, nil)
 }
 
-// driveWait is a Wait's progress on a CQ whose link's endpoints may drive
-// it: when exactly one QP completes into the CQ and its endpoint is a
-// WaitDriver, the waiting goroutine runs the endpoint's receive path.
-func (cq *CQ) driveWait(ctx context.Context, solicitedOnly bool) {
+// waitDriver returns the WaitDriver that a Wait on the CQ runs as its
+// progress: the endpoint of the one QP completing into the CQ, on a link
+// whose endpoints drive Waits. A Wait it drives is not a PollDriver's
+// BeforeWait: the waiter goes on reading.
+func (cq *CQ) waitDriver() WaitDriver {
+	if !cq.waitDrive {
+		return nil
+	}
 	qp, ok := cq.ring.Only()
 	if !ok {
-		return
+		return nil
 	}
 	qp.mu.Lock()
 	ep := qp.ep
 	qp.mu.Unlock()
-	if d, ok := ep.(WaitDriver); ok {
-		d.DriveWait(ctx, cq, solicitedOnly)
-	}
+	d, _ := ep.(WaitDriver)
+	return d
 }
 
 // Ready reports whether a Wait on the CQ would return at once (for a

@@ -1,0 +1,120 @@
+package roce_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// waitPair is a connected pair whose sides wait on their CQs.
+type waitPair struct {
+	a, b     *verbs.Device
+	qa, qb   *verbs.QP
+	cqa, cqb *verbs.CQ
+	sa, da   *verbs.MR // a's source and destination
+	sb, db   *verbs.MR
+	ctx      context.Context
+}
+
+func newWaitPair(t *testing.T, o roce.Options) *waitPair {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	p := &waitPair{ctx: ctx, a: openDevice(t, o), b: openDevice(t, o)}
+	t.Cleanup(func() { p.b.Close(); p.a.Close() })
+	var pda, pdb *verbs.PD
+	p.qa, p.qb, pda, pdb, p.cqa, p.cqb = connectPair(t, p.a, p.b)
+	p.sa, p.da = mustMR(t, pda, 4096, verbs.AccessLocalWrite), mustMR(t, pda, 4096, verbs.AccessLocalWrite)
+	p.sb, p.db = mustMR(t, pdb, 4096, verbs.AccessLocalWrite), mustMR(t, pdb, 4096, verbs.AccessLocalWrite)
+	return p
+}
+
+// pingPong sends n bytes from a to b and back, each side waiting on its CQ.
+func (p *waitPair) pingPong(t *testing.T, n int, tag byte) {
+	t.Helper()
+	for _, s := range []struct {
+		from, to     *verbs.QP
+		cqFrom, cqTo *verbs.CQ
+		src, dst     *verbs.MR
+	}{{p.qa, p.qb, p.cqa, p.cqb, p.sa, p.db}, {p.qb, p.qa, p.cqb, p.cqa, p.sb, p.da}} {
+		if err := s.to.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{s.dst.SGE(0, 4096)}}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			s.src.Bytes()[i] = tag + byte(i)
+		}
+		if err := s.from.PostSend([]verbs.SendWR{{ID: 2, Opcode: verbs.OpSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{s.src.SGE(0, n)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := testkit.PollOne(t, p.ctx, s.cqTo); wc.Status != verbs.StatusSuccess || int(wc.ByteLen) != n {
+			t.Fatalf("receive %+v, want %d bytes", wc, n)
+		}
+		if wc := testkit.PollOne(t, p.ctx, s.cqFrom); wc.Status != verbs.StatusSuccess || wc.Opcode != verbs.WCSend {
+			t.Fatalf("send %+v", wc)
+		}
+		for i := range n {
+			if s.dst.Bytes()[i] != tag+byte(i) {
+				t.Fatalf("byte %d of %d differs", i, n)
+			}
+		}
+	}
+}
+
+// TestWaiterReadsSocket: a goroutine waiting on the CQ of one QP reads the
+// device's socket and runs the engine itself (rx_waited_datagrams), and
+// every byte arrives; with NoWaitDrive the reader goroutine alone reads.
+func TestWaiterReadsSocket(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		p := newWaitPair(t, roce.Options{NoWaitDrive: off})
+		for i := range 200 {
+			p.pingPong(t, 1+i*20, byte(i))
+		}
+		n := counterMap(deviceCounters(t, p.b))["rx_waited_datagrams"]
+		if off != (n == 0) {
+			t.Errorf("NoWaitDrive %v: rx_waited_datagrams = %d", off, n)
+		}
+	}
+}
+
+// TestDrivingWaitEnds: a Wait blocked in the socket returns when its
+// context ends, and when another goroutine's completion (a flush) reaches
+// its CQ.
+func TestDrivingWaitEnds(t *testing.T) {
+	p := newWaitPair(t, roce.Options{})
+	for i := range 20 { // until the waiters have the socket
+		p.pingPong(t, 8, byte(i))
+	}
+	for range 5 {
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Millisecond)
+		start := time.Now()
+		err := p.cqb.Wait(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait = %v, want the context's deadline", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("Wait returned %v after its context ended", d)
+		}
+	}
+	if err := p.qb.PostRecv([]verbs.RecvWR{{ID: 99, SGL: []verbs.SGE{p.db.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		p.qb.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
+	}()
+	start := time.Now()
+	wc := testkit.PollOne(t, p.ctx, p.cqb)
+	if wc.Status != verbs.StatusWRFlushErr || wc.ID != 99 {
+		t.Fatalf("completion %+v, want receive 99 flushed", wc)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the flush ended the Wait after %v", d)
+	}
+}
