@@ -27,6 +27,9 @@ func (s *session) post(op verbs.Opcode, signaled bool) error {
 	if signaled {
 		wr.Flags = verbs.SendSignaled
 	}
+	if op != verbs.OpRead && s.cfg.Size <= s.inline {
+		wr.Flags |= verbs.SendInline
+	}
 	if op != verbs.OpSend {
 		wr.Remote = verbs.RemoteAddr{Addr: s.rem.VAddr, RKey: s.rem.RKey}
 	}

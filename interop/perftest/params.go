@@ -169,6 +169,22 @@ func (c *Config) defaultDepths() {
 	}
 }
 
+// inlineSize is perftest's default -I: latency tests of WRITE and SEND
+// post messages up to 220 and 236 bytes inline (DEF_INLINE_WRITE,
+// DEF_INLINE_SEND_RC_UC in perftest_parameters.h), bandwidth tests and
+// READ none; never more than the device grants.
+func (c *Config) inlineSize(devMax uint32) int {
+	n := 0
+	switch {
+	case !c.Test.Latency():
+	case c.Test.Verb() == verbs.OpWrite:
+		n = 220
+	case c.Test.Verb() == verbs.OpSend:
+		n = 236
+	}
+	return min(n, int(devMax))
+}
+
 // buffSize is perftest's BUFF_SIZE: each half of the data buffer, and the
 // extent the peer may reach from the advertised address.
 func (c *Config) buffSize(cycle int) int { return max(c.Size, cycle) }

@@ -27,6 +27,7 @@ type session struct {
 	credit *verbs.MR // SEND bandwidth with credits: [0:4] the count we WRITE, [4:8] the peer's
 	my     Dest
 	rem    Dest
+	inline int // messages up to this size are posted inline (perftest's -I)
 
 	// The data path's work requests, reused by every post (lat.go); the
 	// test's goroutine owns them.
@@ -41,8 +42,10 @@ type session struct {
 // advertised; BUFF_SIZE uses the cycle buffer the exchange settled).
 func (s *session) newData() error {
 	c := &s.cfg
+	s.inline = c.inlineSize(s.dev.Caps().MaxInlineData)
 	ep, err := endpoint.New(s.dev, endpoint.Config{
-		Cap:       verbs.QPCap{MaxSendWR: uint32(c.TxDepth + 2), MaxRecvWR: uint32(c.RxDepth + 1), MaxSendSGE: 1, MaxRecvSGE: 1},
+		Cap: verbs.QPCap{MaxSendWR: uint32(c.TxDepth + 2), MaxRecvWR: uint32(c.RxDepth + 1), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: uint32(s.inline)},
 		CQEntries: c.TxDepth + c.RxDepth + 16, Spin: c.Spin,
 	})
 	if err != nil {
