@@ -14,7 +14,9 @@ func (s *session) body(ctx context.Context, res *Result) error {
 	var err error
 	switch t := s.cfg.Test; {
 	case t == WriteLat:
-		res.Latency, err = s.writeLat(ctx)
+		if res.Latency, err = s.writeLat(ctx); err == nil {
+			s.ch.linger(ctx)
+		}
 		return err
 	case t == SendLat:
 		res.Latency, err = s.sendLat(ctx)

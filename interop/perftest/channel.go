@@ -23,6 +23,14 @@ type channel interface {
 	exchangeKey(ctx context.Context, my Dest) (Dest, error)
 	// finish ends the exchange: "done" over TCP, nothing over rdma_cm.
 	finish() error
+	// linger waits, at most lingerMax, for the peer to end the channel,
+	// after a write_lat run, which ends without a message (write_lat.c
+	// exits after the run). The data QP lives until then: the peer's last
+	// WRITE may still wait for its ACK, which the kernel's rxe may defer,
+	// and a QP destroyed at once leaves ib_write_lat's server polling for
+	// that completion (seen in the lab with goverbs' client, never with
+	// perftest's, which prints its report first).
+	linger(ctx context.Context)
 	close() error
 }
 
@@ -52,6 +60,23 @@ func (t *tcpChannel) exchange(ctx context.Context, my []byte) ([]byte, error) {
 		}
 	}
 	return rem, nil
+}
+
+// lingerMax bounds linger: a peer that has not closed by then is stuck
+// for its own reasons.
+const lingerMax = 5 * time.Second
+
+// linger half-closes the connection (so that a goverbs peer lingering
+// too sees the end) and reads until the peer closes it.
+func (t *tcpChannel) linger(ctx context.Context) {
+	if tc, ok := t.conn.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	ctx, cancel := context.WithTimeout(ctx, lingerMax)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { t.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	io.Copy(io.Discard, t.conn)
 }
 
 func (t *tcpChannel) exchangeKey(ctx context.Context, my Dest) (Dest, error) {
@@ -162,6 +187,10 @@ func (c *cmChannel) exchangeKey(ctx context.Context, my Dest) (Dest, error) {
 }
 
 func (c *cmChannel) finish() error { return nil }
+
+// linger over rdma_cm has nothing to wait on: perftest -R's write_lat
+// peer ends with its process, and the data QP has its own connection.
+func (c *cmChannel) linger(context.Context) {}
 
 func (c *cmChannel) close() error {
 	c.ep.QP.Disconnect()
