@@ -13,7 +13,7 @@
 #                           [--out DIR] [--timeout S] [--lab DIR]
 #   --quick        fewer iterations and sizes (env QUICK=1)
 #   --phases P     a subset of: rping pingpong ud perftest-siw perftest-rxe perftest-rxe-cm bench
-#                  capture rstream rocecm rdmacm rdmacore fabric-verbs (env PHASES; default
+#                  capture rstream rocecm rdmacm xstack verbs-bench rdmacore fabric-verbs (env PHASES; default
 #                  all). ud: ibv_ud_pingpong; perftest-rxe-cm: perftest -R
 #                  over rxe (IB CM); rstream: rsockets' rstream against
 #                  goverbs rstream over siw and rxe (IB CM); rdmacm: ucmatose and
