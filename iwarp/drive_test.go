@@ -3,7 +3,6 @@ package iwarp_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -37,6 +36,17 @@ func newDrivePair(t *testing.T, size int, opts ...iwarp.Option) *drivePair {
 	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", p.qa, p.qb)
 	p.received = func() uint64 { return counter(p.qb, "waiter_drives") }
 	return p
+}
+
+// warm exchanges messages until the receive path is lent to waiters.
+func (p *drivePair) warm(t *testing.T) {
+	t.Helper()
+	for i := range 20 {
+		p.recv(t, uint64(i))
+		p.send(t, 8)
+		testkit.PollOne(t, p.ctx, p.cb)
+		testkit.PollOne(t, p.ctx, p.ca)
+	}
 }
 
 func (p *drivePair) send(t *testing.T, n int) {
@@ -88,24 +98,8 @@ func TestWaiterDrivesReceive(t *testing.T) {
 // (parked in the socket) returns when its context ends.
 func TestDrivingWaitEndsWithContext(t *testing.T) {
 	p := newDrivePair(t, 64)
-	for i := range 20 { // until the receive path is lent to waiters
-		p.recv(t, uint64(i))
-		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cb)
-		testkit.PollOne(t, p.ctx, p.ca)
-	}
-	for range 5 {
-		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Millisecond)
-		start := time.Now()
-		err := p.cb.Wait(ctx)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Wait = %v, want the context's deadline", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("Wait returned %v after its context ended", d)
-		}
-	}
+	p.warm(t)
+	testkit.WaitEndsAtDeadline(t, p.ctx, p.cb, 5)
 }
 
 // TestDrivingWaitSeesOtherCompletions: a completion that another
@@ -113,25 +107,9 @@ func TestDrivingWaitEndsWithContext(t *testing.T) {
 // a Wait that is blocked driving the socket.
 func TestDrivingWaitSeesOtherCompletions(t *testing.T) {
 	p := newDrivePair(t, 64)
-	for i := range 20 {
-		p.recv(t, uint64(i))
-		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cb)
-		testkit.PollOne(t, p.ctx, p.ca)
-	}
+	p.warm(t)
 	p.recv(t, 99)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		p.qb.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
-	}()
-	start := time.Now()
-	wc := testkit.PollOne(t, p.ctx, p.cb)
-	if wc.Status != verbs.StatusWRFlushErr || wc.ID != 99 {
-		t.Fatalf("completion %+v, want receive 99 flushed", wc)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("the flush ended the Wait after %v", d)
-	}
+	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cb, 99)
 }
 
 // TestDrivingWaitLeavesRNRToReceiver: a message that finds no receive
@@ -139,12 +117,7 @@ func TestDrivingWaitSeesOtherCompletions(t *testing.T) {
 // receive another goroutine posts, and lands in it.
 func TestDrivingWaitLeavesRNRToReceiver(t *testing.T) {
 	p := newDrivePair(t, 64)
-	for i := range 20 {
-		p.recv(t, uint64(i))
-		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cb)
-		testkit.PollOne(t, p.ctx, p.ca)
-	}
+	p.warm(t)
 	copy(p.ba, "late receive")
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -182,12 +155,7 @@ func TestDrivingWaitLargeMessages(t *testing.T) {
 // TestWaitDriveOff: with WaitDrive(false) no Wait drives.
 func TestWaitDriveOff(t *testing.T) {
 	p := newDrivePair(t, 64, iwarp.WaitDrive(false))
-	for i := range 20 {
-		p.recv(t, uint64(i))
-		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cb)
-		testkit.PollOne(t, p.ctx, p.ca)
-	}
+	p.warm(t)
 	if n := p.received(); n != 0 {
 		t.Fatalf("%d Waits drove with WaitDrive(false)", n)
 	}

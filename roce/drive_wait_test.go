@@ -2,7 +2,6 @@ package roce_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -90,31 +89,9 @@ func TestDrivingWaitEnds(t *testing.T) {
 	for i := range 20 { // until the waiters have the socket
 		p.pingPong(t, 8, byte(i))
 	}
-	for range 5 {
-		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Millisecond)
-		start := time.Now()
-		err := p.cqb.Wait(ctx)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Wait = %v, want the context's deadline", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("Wait returned %v after its context ended", d)
-		}
-	}
+	testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
 	if err := p.qb.PostRecv([]verbs.RecvWR{{ID: 99, SGL: []verbs.SGE{p.db.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		p.qb.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
-	}()
-	start := time.Now()
-	wc := testkit.PollOne(t, p.ctx, p.cqb)
-	if wc.Status != verbs.StatusWRFlushErr || wc.ID != 99 {
-		t.Fatalf("completion %+v, want receive 99 flushed", wc)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("the flush ended the Wait after %v", d)
-	}
+	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
 }

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -61,5 +63,45 @@ func Must[T any](v T, err error) func(testing.TB) T {
 			t.Fatal(err)
 		}
 		return v
+	}
+}
+
+// WaitEndsAtDeadline checks, n times, that a Wait on cq, which has
+// nothing coming, returns the context's deadline within a second of a
+// 30 ms one: a Wait blocked in a transport's socket (a WaitDriver) must
+// come back for its context too.
+func WaitEndsAtDeadline(t testing.TB, ctx context.Context, cq *verbs.CQ, n int) {
+	t.Helper()
+	for range n {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		start := time.Now()
+		err := cq.Wait(wctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait = %v, want the context's deadline", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("Wait returned %v after its context ended", d)
+		}
+	}
+}
+
+// FlushEndsWait moves qp to ERR from another goroutine after 50 ms and
+// checks that the flush of receive id, which the caller posted, ends a
+// Wait on cq within 2 s: a completion another goroutine makes must reach
+// a waiter blocked in a transport's socket.
+func FlushEndsWait(t testing.TB, ctx context.Context, qp *verbs.QP, cq *verbs.CQ, id uint64) {
+	t.Helper()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
+	}()
+	start := time.Now()
+	wc := PollOne(t, ctx, cq)
+	if wc.Status != verbs.StatusWRFlushErr || wc.ID != id {
+		t.Fatalf("completion %+v, want receive %d flushed", wc, id)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the flush ended the Wait after %v", d)
 	}
 }
