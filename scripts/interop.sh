@@ -137,45 +137,40 @@ tail -n +1 -f "$OUT/guest.log" --pid=$lab 2>/dev/null |
 wait $lab
 labrc=$?
 
-# 2b. The rdma-core backend's rows: a cgo test binary (libibverbs-dev,
-# librdmacm-dev), run in a lab boot of its own.
-case " $PHASES " in *" rdmacore "*)
-    echo "== rdmacore: go test -c -tags rdmacore ./rdmacore/"
-    if go test -c -tags rdmacore -o "$work/rdmacore.test" ./rdmacore/ > "$OUT/rdmacore-build.log" 2>&1; then
-        "$LAB/run-in-guest.sh" --timeout 400 --out "$OUT/guest-rdmacore" \
-            scripts/interop/rdmacore.sh "$work/rdmacore.test" > "$OUT/rdmacore.log" 2>&1
-        rdrc=$?
-        grep '^ROW' "$OUT/rdmacore.log" >> "$OUT/guest.log"
-        if [ $rdrc != 0 ] && ! grep -q '^ROW' "$OUT/rdmacore.log"; then
-            printf 'ROW\trdmacore\t-\tconformance\t-\t-\tFAIL\t-\tlab run failed (exit %s)\n' "$rdrc" >> "$OUT/guest.log"
-            tail -20 "$OUT/rdmacore.log"
-        fi
-    else
-        printf 'ROW\trdmacore\t-\tbuild\t-\t-\tFAIL\t-\tsee rdmacore-build.log\n' >> "$OUT/guest.log"
-        tail -20 "$OUT/rdmacore-build.log"
+# cgo_phase NAME TAGS PKG SCRIPT TIMEOUT: a backend's rows from a cgo test
+# binary (go test -c -tags TAGS PKG, named after PKG's directory, as SCRIPT
+# expects it in /lab) that SCRIPT runs in a lab boot of its own; its ROW
+# lines join the matrix, and a build or boot that failed becomes a FAIL
+# row.
+cgo_phase() {
+    local name=$1 tags=$2 pkg=$3 script=$4 timeout=$5 rc bin
+    bin=$work/$(basename "$pkg").test
+    echo "== $name: go test -c -tags $tags $pkg"
+    if ! go test -c -tags "$tags" -o "$bin" "$pkg" > "$OUT/$name-build.log" 2>&1; then
+        printf 'ROW\t%s\t-\tbuild\t-\t-\tFAIL\t-\tsee %s-build.log\n' "$name" "$name" >> "$OUT/guest.log"
+        tail -20 "$OUT/$name-build.log"
+        return
     fi
-    ;;
+    "$LAB/run-in-guest.sh" --timeout "$timeout" --out "$OUT/guest-$name" \
+        "$script" "$bin" > "$OUT/$name.log" 2>&1
+    rc=$?
+    grep '^ROW' "$OUT/$name.log" >> "$OUT/guest.log"
+    if [ $rc != 0 ] && ! grep -q '^ROW' "$OUT/$name.log"; then
+        printf 'ROW\t%s\t-\tconformance\t-\t-\tFAIL\t-\tlab run failed (exit %s)\n' "$name" "$rc" >> "$OUT/guest.log"
+        tail -20 "$OUT/$name.log"
+    fi
+}
+
+# 2b. The rdma-core backend's rows: the conformance suite over rxe0 and
+# siw0 (libibverbs-dev, librdmacm-dev).
+case " $PHASES " in *" rdmacore "*)
+    cgo_phase rdmacore rdmacore ./rdmacore/ scripts/interop/rdmacore.sh 400 ;;
 esac
 
-# 2c. The fabric backend over libfabric's verbs provider on rxe0 and siw0:
-# the conformance suite in a cgo test binary (-tags libfabric,
-# libfabric-dev), in a lab boot of its own (about 150 s of guest time).
+# 2c. The fabric backend over libfabric's verbs provider on rxe0 and siw0
+# (libfabric-dev; about 150 s of guest time).
 case " $PHASES " in *" fabric-verbs "*)
-    echo "== fabric-verbs: go test -c -tags libfabric ./fabric/"
-    if go test -c -tags libfabric -o "$work/fabric.test" ./fabric/ > "$OUT/fabric-verbs-build.log" 2>&1; then
-        "$LAB/run-in-guest.sh" --timeout 420 --out "$OUT/guest-fabric-verbs" \
-            scripts/interop/fabricverbs.sh "$work/fabric.test" > "$OUT/fabric-verbs.log" 2>&1
-        fvrc=$?
-        grep '^ROW' "$OUT/fabric-verbs.log" >> "$OUT/guest.log"
-        if [ $fvrc != 0 ] && ! grep -q '^ROW' "$OUT/fabric-verbs.log"; then
-            printf 'ROW\tfabric-verbs\t-\tconformance\t-\t-\tFAIL\t-\tlab run failed (exit %s)\n' "$fvrc" >> "$OUT/guest.log"
-            tail -20 "$OUT/fabric-verbs.log"
-        fi
-    else
-        printf 'ROW\tfabric-verbs\t-\tbuild\t-\t-\tFAIL\t-\tsee fabric-verbs-build.log\n' >> "$OUT/guest.log"
-        tail -20 "$OUT/fabric-verbs-build.log"
-    fi
-    ;;
+    cgo_phase fabric-verbs libfabric ./fabric/ scripts/interop/fabricverbs.sh 420 ;;
 esac
 elapsed_lab=$(($(date +%s) - start))
 
