@@ -31,10 +31,10 @@ var rules = map[string][]string{
 	"internal/depcheck":  {},
 	"internal/leakcheck": {},
 	"internal/keyspace":  {},
-	"internal/faultnet":  {},           // the fault seam of the transports' tests
-	"internal/testkit":   {"verbs"},    // test machinery, written against the public API
-	"internal/devcore":   {"provider"}, // the queue rules soft and fabric share
-	"internal/cmkit":     {"provider"}, // the listener rules every transport's CM shares
+	"internal/faultnet":  {},                                       // the fault seam of the transports' tests
+	"internal/testkit":   {"verbs", "bench/report", "bench/stats"}, // test machinery, written against the public API; reports as bench does
+	"internal/devcore":   {"provider"},                             // the queue rules soft and fabric share
+	"internal/cmkit":     {"provider"},                             // the listener rules every transport's CM shares
 	"mem":                {"golang.org/x/sys"},
 
 	// the IB connection manager: its wire format and state machine, no I/O
@@ -48,7 +48,9 @@ var rules = map[string][]string{
 	// Transports plug into soft (or, for fabric, implement the SPI
 	// directly); none imports verbs, bench or another transport.
 	"loopback": {"provider", "soft", "internal/cmkit"},
-	"iwarp":    {"provider", "soft", "mem", "internal/cmkit", "internal/wire/iw", "golang.org/x/sys", "golang.org/x/net"},
+	// iwarp takes IBA's Local ACK Timeout from internal/wire/ib: a QP's
+	// timeout and retry count mean the same on both wires.
+	"iwarp":    {"provider", "soft", "mem", "internal/cmkit", "internal/wire/iw", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
 	"roce":     {"provider", "soft", "mem", "internal/cmkit", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
 	"shm":      {"provider", "soft", "mem", "internal/cmkit", "golang.org/x/sys"},
 	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "internal/cmkit", "golang.org/x/sys"},
