@@ -153,8 +153,13 @@
 // that less 400 ms (RNRBudget(100*time.Millisecond): 537 ms). Timeout 0
 // (infinite) leaves the kernel's own limit. Until the QP is connected
 // (the MPA exchange) the socket has 30 s, besides the exchange's own
-// deadline. An idle connection's loss is found by keepalives (15 s idle,
-// then every 5 s). The same limit ends a connection whose peer process
+// deadline. TCP's limit counts only while it holds data it could send:
+// when it had acknowledged everything of ours and the link died before
+// the peer's answer, a watchdog (a tick every ACK timeout while the QP
+// waits for the peer) fails the stream after the same limit of silence,
+// when the kernel too has heard nothing from the peer's host (TCP_INFO).
+// An idle connection's loss is found by keepalives (15 s idle, then every
+// 5 s). The same limit ends a connection whose peer process
 // stops reading for that long (stopped, starved), as roce's requester
 // gives up on a responder that stops answering. Every outstanding WR
 // completes: the first one the peer never confirmed with

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/ib"
@@ -38,6 +39,9 @@ const (
 	// retransmission had a full RTO to be acknowledged, so that a single
 	// lost segment, not a dead peer, could end the connection.
 	minUserTimeout = 400 * time.Millisecond
+	// minStallEvery bounds how often the stall watchdog (onStallTimer)
+	// ticks on a QP with a short ACK timeout.
+	minStallEvery = 10 * time.Millisecond
 )
 
 // qpUserTimeout is the TCP_USER_TIMEOUT of a connected QP with ACK timeout
@@ -123,6 +127,18 @@ type endpoint struct {
 	started    bool
 	probeTimer *time.Timer
 	probeArmed atomic.Bool
+	// The stall watchdog (onStallTimer): a tick every stallEvery (the
+	// QP's ACK timeout; 0: off) while this side waits for the peer; the
+	// stream fails after stallLimit (the QP's user timeout) of silence.
+	// Both are time.Durations set when the QP is connected.
+	stallEvery    atomic.Int64
+	stallLimit    atomic.Int64
+	stallTimer    *time.Timer
+	stallArmed    atomic.Bool
+	stallMu       sync.Mutex
+	stallTracking bool      // a watch is running
+	lastRx        uint64    // rxBytes at the last tick that saw it move
+	lastRxAt      time.Time // when
 
 	ctr counters
 }
@@ -162,6 +178,8 @@ func (l *link) newEndpoint(qp *soft.QP, p endpointParams) *endpoint {
 	e.wd.init(e)
 	e.probeTimer = time.AfterFunc(time.Hour, e.onProbeTimer)
 	e.probeTimer.Stop()
+	e.stallTimer = time.AfterFunc(time.Hour, e.onStallTimer)
+	e.stallTimer.Stop()
 	return e
 }
 
@@ -195,7 +213,12 @@ func (e *endpoint) start() {
 	// Modify but the SQD->RTS SendReady, which is the hot path's: such a
 	// change keeps the value set here.
 	a := e.qp.Attr()
-	tuneSocket(e.conn, qpUserTimeout(a.Timeout, a.RetryCnt, e.rnrBudget))
+	ut := qpUserTimeout(a.Timeout, a.RetryCnt, e.rnrBudget)
+	tuneSocket(e.conn, ut)
+	if per := ib.LocalACKTimeout(a.Timeout); per > 0 && !e.local {
+		e.stallLimit.Store(int64(ut))
+		e.stallEvery.Store(int64(max(per, minStallEvery)))
+	}
 	e.link.track(e, true)
 	go e.rxLoop()
 	go e.txLoop()
@@ -243,6 +266,7 @@ func (e *endpoint) Detach() {
 		<-e.finished // the receive goroutine closes the connection
 	}
 	e.probeTimer.Stop()
+	e.stallTimer.Stop()
 	e.link.track(e, false)
 }
 
@@ -309,6 +333,70 @@ func (e *endpoint) finalize() {
 		e.qp.CompleteRecv(rw, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
 	}
 	e.probeTimer.Stop()
+	e.stallTimer.Stop()
+}
+
+// The stall watchdog. TCP's user timeout (the QP's timeout × tries)
+// counts only while sent data is unacknowledged and TCP can retransmit it.
+// When TCP had acknowledged everything of ours and the link died before
+// the peer's answer (a READ response, a probe's), the next bytes we send
+// are dropped at a link that is down before they count as sent, no
+// retransmission timer runs, and only keepalive would notice, after many
+// seconds: TestLinkCut saw 1 run in 6 wait past its bound that way. So
+// while this side waits for the peer, a timer runs every ACK timeout
+// (stallEvery); when neither goverbs nor the kernel received anything
+// from the peer (no FPDU, and no TCP data or acknowledgement: TCP_INFO)
+// for the QP's whole user timeout (stallLimit), the stream fails as TCP
+// would have failed it: ETIMEDOUT, the oldest WR RETRY_EXC_ERR. A peer
+// whose host answers, however slow its process, is left to TCP.
+// stallMu guards lastRx and lastRxAt; the timer and armStall take it.
+
+// onStallTimer is the watchdog's tick.
+func (e *endpoint) onStallTimer() {
+	e.stallArmed.Store(false)
+	if e.stopped.Load() {
+		return
+	}
+	e.fl.mu.Lock()
+	waiting := e.fl.waitingLocked()
+	e.fl.mu.Unlock()
+	now := time.Now()
+	e.stallMu.Lock()
+	if !waiting {
+		e.stallTracking = false
+		e.stallMu.Unlock()
+		return
+	}
+	if rx := e.ctr.rxBytes.Load(); rx != e.lastRx {
+		e.lastRx, e.lastRxAt = rx, now
+	}
+	quiet := now.Sub(e.lastRxAt)
+	e.stallMu.Unlock()
+	limit := time.Duration(e.stallLimit.Load())
+	if quiet >= limit {
+		if silent, ok := peerSilentFor(e.conn, limit); silent && ok {
+			e.failConn(fmt.Errorf("%w: nothing from the peer for %v, the QP's timeout × tries",
+				syscall.ETIMEDOUT, quiet.Round(time.Millisecond)))
+			return
+		}
+	}
+	e.armStall()
+}
+
+// armStall arms the watchdog's timer while this side waits for the peer,
+// unless it is armed; a watch that starts counts from now.
+func (e *endpoint) armStall() {
+	d := time.Duration(e.stallEvery.Load())
+	if d <= 0 || !e.stallArmed.CompareAndSwap(false, true) {
+		return
+	}
+	e.stallMu.Lock()
+	if !e.stallTracking {
+		e.stallTracking = true
+		e.lastRx, e.lastRxAt = e.ctr.rxBytes.Load(), time.Now()
+	}
+	e.stallMu.Unlock()
+	e.stallTimer.Reset(d)
 }
 
 // onProbeTimer asks the send engine for a probe: unsignalled messages have

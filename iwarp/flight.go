@@ -233,6 +233,11 @@ func (f *flight) needProbeLocked(ord int, more bool) bool {
 	return f.unconfSig > 0 || f.probeDue || f.unconf >= max(1, (len(f.ents)-2)/4)
 }
 
+// waitingLocked reports whether this side waits for the peer: a response
+// to a request on the wire, or the confirmation of a message.
+// Precondition: f.mu is held.
+func (f *flight) waitingLocked() bool { return f.wireOut > 0 || f.unconf > 0 }
+
 // coveredLocked reports whether something the peer sends anyway will
 // confirm every unconfirmed plain entry: the response to a later request
 // still awaited, or the Placed notice of a later message that consumes a

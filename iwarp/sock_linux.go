@@ -388,3 +388,24 @@ func tuneSocket(c net.Conn, userTimeout time.Duration) {
 
 // busyPoll reports whether the connection spins instead of parking.
 func (s *rawSock) busyPoll() bool { return s.busy }
+
+// peerSilentFor reports whether the kernel has received nothing from the
+// peer, neither data nor an acknowledgement, for at least d (TCP_INFO's
+// last_data_recv and last_ack_recv): the peer's host, not only its
+// process, is unreachable. ok is false when it cannot tell.
+func peerSilentFor(c net.Conn, d time.Duration) (silent, ok bool) {
+	tc, isTCP := c.(*net.TCPConn)
+	if !isTCP {
+		return false, false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var ti *unix.TCPInfo
+	if rc.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }) != nil || err != nil {
+		return false, false
+	}
+	ms := uint32(d / time.Millisecond)
+	return ti.Last_data_recv >= ms && ti.Last_ack_recv >= ms, true
+}

@@ -33,6 +33,7 @@ func (*rawSock) writev([][]byte, bool) (int, error)      { return 0, errors.ErrU
 func peerGone(net.Conn) (gone, sentData bool)            { return false, false }
 func pathMSS(net.Conn) int                               { return 0 }
 func requestArrived(net.Conn) (int, bool)                { return 0, false }
+func peerSilentFor(net.Conn, time.Duration) (bool, bool) { return false, false }
 
 func tuneSocket(c net.Conn, _ time.Duration) {
 	if tc, ok := c.(*net.TCPConn); ok {

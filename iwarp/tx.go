@@ -361,7 +361,8 @@ func (e *endpoint) ackWritten() {
 }
 
 // idle arms the probe timer when unsignalled messages wait for a
-// confirmation that nothing else will bring.
+// confirmation that nothing else will bring, and the stall timer while
+// anything waits for the peer.
 // Precondition: e.tx.mu is held.
 func (e *endpoint) idle() {
 	if e.local || e.stopped.Load() {
@@ -369,12 +370,16 @@ func (e *endpoint) idle() {
 	}
 	e.fl.mu.Lock()
 	arm := e.fl.unconf > 0 && e.fl.probes == 0 && !e.fl.coveredLocked()
+	waiting := e.fl.waitingLocked()
 	e.fl.mu.Unlock()
 	// Arm once and let it fire: resetting a timer on every idle moment
 	// would wake the netpoller thread each time (the timer moves earlier
 	// than its sleep), a syscall on every message.
 	if arm && e.probeArmed.CompareAndSwap(false, true) {
 		e.probeTimer.Reset(probeIdle)
+	}
+	if waiting {
+		e.armStall()
 	}
 }
 
