@@ -96,7 +96,8 @@ func (s *responder) write(p *ib.Packet, psn ib.PSN) int {
 	n := uint64(len(p.Payload))
 	last := pos == ib.PosLast || pos == ib.PosOnly
 	if m.off+n > m.dma || (last && m.off+n != m.dma) {
-		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: WRITE of %d bytes does not match its DMA length %d", m.off+n, m.dma))
+		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: WRITE of %d bytes does not match its DMA length %d (FIRST at PSN %#x, %v at PSN %#x: %d packets)",
+			m.off+n, m.dma, uint32(m.first), p.BTH.Opcode(), uint32(psn), psn.Diff(m.first)+1))
 		return 0
 	}
 	var rw *soft.RecvWQE
@@ -143,7 +144,7 @@ func (s *responder) write(p *ib.Packet, psn ib.PSN) int {
 // startWrite checks a WRITE's RETH for the whole message.
 func (s *responder) startWrite(p *ib.Packet, psn ib.PSN) (inMessage, bool) {
 	r := p.RETH
-	m := inMessage{kind: msgWrite, rkey: r.RKey(), va: r.VA(), dma: uint64(r.DMALen())}
+	m := inMessage{kind: msgWrite, rkey: r.RKey(), va: r.VA(), dma: uint64(r.DMALen()), first: psn}
 	if m.dma > maxDMALen {
 		s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: DMA length %d exceeds 2^31", m.dma))
 		return m, false

@@ -62,6 +62,10 @@ type inMessage struct {
 	rkey uint32        // WRITE target, from the FIRST packet's RETH
 	va   uint64
 	dma  uint64
+	// first is the PSN of the FIRST packet, for the error that reports a
+	// message longer than its RETH: with it the log shows how many PSNs
+	// the requester spent on the message.
+	first ib.PSN
 }
 
 func (s *responder) init(c *qpConn, rqPSN uint32, ird int) {
