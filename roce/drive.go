@@ -144,6 +144,10 @@ func (e *engine) parkReader() bool {
 	e.rdMu.Lock()
 	if e.rdMode.Load() == modeWant {
 		e.rdMode.Store(modePolled)
+		// The deadline that made the reader hand over is cleared here,
+		// once: pollers read without waiting (TryReadBatch ignores it),
+		// and a waiter blocks in the socket (drive_wait.go).
+		e.pconn.SetReadDeadline(time.Time{})
 		e.rdMu.Unlock()
 		if cq := e.wantCQ.Swap(nil); cq != nil {
 			cq.Nudge() // its waiter sleeps: it reads from now on (drive_wait.go)

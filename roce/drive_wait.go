@@ -96,9 +96,6 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 	if e.rdMode.Load() != modePolled {
 		return
 	}
-	// The deadline that made the reader hand over is still set (pollers
-	// read without waiting and never look at it): clear it to wait.
-	e.pconn.SetReadDeadline(time.Time{})
 	cq.BeginDrive(&e.kicker)
 	defer cq.EndDrive()
 	if ctx.Done() != nil {
