@@ -13,25 +13,7 @@ set -u
 dir=${1:?usage: benchtable.sh DIR}
 [ -d "$dir" ] || { echo "benchtable: no $dir" >&2; exit 1; }
 
-# figure FILE KIND: the measured figure in FILE (KIND lat or bw), or "-".
-figure() {
-    [ -s "$1" ] || { echo -; return; }
-    awk -v kind="$2" '
-        # goverbs bench table rows: "write-lat iwarp 8 B 2000 min p50 ..."
-        $1 ~ /^(write|read|send)-(lat|bw)$/ && $2 ~ /^(roce|iwarp)$/ {
-            v = (kind == "lat") ? $7 : $6; found = 1; exit
-        }
-        # perftest result rows: lat "8 2000 t_min t_max t_typical ...",
-        # bw "65536 1000 peak average msgrate" (MB/sec = 2^20 B/s).
-        # Under TCG perftest now and then prints "inf" for every figure (its
-        # cycle counter conversion); that is reported as "inf", not a failure.
-        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 && $3 ~ /^([0-9.]+|inf|-?nan)$/ {
-            raw = (kind == "lat") ? $5 : $4
-            if (raw !~ /^[0-9.]+$/) { v = raw; bad = 1 } else v = (kind == "lat") ? raw : raw * 1.048576
-            found = 1; exit
-        }
-        END { if (!found) print "-"; else if (bad) print "inf"; else printf "%.2f\n", v }' "$1"
-}
+. "$(dirname "$0")/figure.sh" # figure FILE KIND
 
 ratio() {
     case "$1 $2" in *-* | *inf*) echo -; return ;; esac

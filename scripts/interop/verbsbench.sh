@@ -15,25 +15,7 @@ set -u
 dir=${1:?usage: verbsbench.sh DIR}
 [ -d "$dir" ] || { echo "verbsbench: no $dir" >&2; exit 1; }
 
-# figure FILE KIND: the client's figure in FILE (KIND lat or bw), or "-".
-figure() {
-    [ -s "$1" ] || { echo -; return; }
-    awk -v kind="$2" '
-        # goverbs bench rows: "write-lat verbs:rxe0 8 B 1000 min p50 ...",
-        # "write-bw verbs:rxe0 64 KiB 300 MB/s ...".
-        $1 ~ /^(write|read|send)-(lat|bw)$/ && $2 ~ /^verbs:/ {
-            v = (kind == "lat") ? $7 : $6; found = 1; exit
-        }
-        # perftest rows: lat "8 1000 t_min t_max t_typical ...", bw
-        # "65536 300 peak average msgrate" (MB/sec = 2^20 B/s); "inf" now
-        # and then under TCG.
-        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 && $3 ~ /^([0-9.]+|inf|-?nan)$/ {
-            raw = (kind == "lat") ? $5 : $4
-            if (raw !~ /^[0-9.]+$/) { v = raw; bad = 1 } else v = (kind == "lat") ? raw : raw * 1.048576
-            found = 1; exit
-        }
-        END { if (!found) print "-"; else if (bad) print "inf"; else printf "%.2f\n", v }' "$1"
-}
+. "$(dirname "$0")/figure.sh" # figure FILE KIND
 
 # median KIND FILES...: the median of the figures that are numbers, how
 # many rounds gave one, and how many printed "inf" (perftest's cycle
