@@ -118,10 +118,15 @@ func (cq *CQ) detachDomain(f *fcq) {
 			l = append(l, x)
 		}
 	}
-	// Wait for a reader of the old list to finish with f.
+	// Wait for a reader of the old list to finish with f: a Poll (pollMu)
+	// and the progress goroutine's fi_trywait (waitMu), which must not
+	// run on f once its close begins.
 	cq.pollMu.Lock()
+	cq.dev.prog.waitMu.Lock()
 	cq.fcqs.Store(&l)
+	cq.dev.prog.waitMu.Unlock()
 	cq.pollMu.Unlock()
+	cq.dev.prog.kick()
 }
 
 // progressLocked reads one batch from each libfabric CQ and dispatches it.

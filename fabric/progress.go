@@ -45,6 +45,17 @@ type progress struct {
 
 	mu      sync.Mutex
 	stalled map[*QP]struct{}
+
+	// waitMu keeps fi_trywait off a libfabric CQ being closed. The
+	// completion loop holds it for reading from loading the CQs' lists
+	// until fi_trywait returns; a CQ takes it for writing to drop a
+	// libfabric CQ from its list, before closing it. Without it the verbs
+	// provider hangs: its fi_close acknowledges the completion channel's
+	// events, then ibv_destroy_cq waits for every event read so far to be
+	// acknowledged, forever if a concurrent fi_trywait read one in
+	// between (and fi_trywait on a closed CQ reads freed memory). A leaf:
+	// nothing else is taken while it is held but libfabric's own locks.
+	waitMu sync.RWMutex
 }
 
 const (
@@ -167,7 +178,7 @@ func (p *progress) cqLoop() {
 		cqs = p.dev.cqList(cqs[:0])
 		now := time.Now().UnixNano()
 		worked, hot, noFD := p.retryStalled(), false, p.hasStalled()
-		fids, pfds = fids[:0], pfds[:0]
+		idle := cqs[:0] // the CQs to wait for, in place of cqs
 		for _, cq := range cqs {
 			if polls := cq.polls.Load(); polls != cq.seenPolls {
 				cq.seenPolls, cq.hotUntil = polls, now+int64(hotFor)
@@ -179,6 +190,20 @@ func (p *progress) cqLoop() {
 			if cq.backgroundProgress() > 0 {
 				worked = true
 			}
+			idle = append(idle, cq)
+		}
+		cqs = idle
+		if worked {
+			lastWork = now
+			continue
+		}
+		if now-lastWork < int64(spinFor) {
+			runtime.Gosched()
+			continue
+		}
+		p.waitMu.RLock()
+		fids, pfds = fids[:0], pfds[:0]
+		for _, cq := range cqs {
 			for _, f := range *cq.fcqs.Load() {
 				if f.fd < 0 {
 					noFD = true // no wait object: read it on a timer
@@ -188,14 +213,8 @@ func (p *progress) cqLoop() {
 				pfds = append(pfds, unix.PollFd{Fd: int32(f.fd), Events: unix.POLLIN})
 			}
 		}
-		if worked {
-			lastWork = now
-			continue
-		}
-		if now-lastWork < int64(spinFor) {
-			runtime.Gosched()
-			continue
-		}
+		armed := len(pfds) > 0 && _C_trywait(p.dev.fabric, fids) == nil
+		p.waitMu.RUnlock()
 		wait := idleWait
 		switch {
 		case noFD:
@@ -215,9 +234,12 @@ func (p *progress) cqLoop() {
 			}
 			continue
 		}
-		if _C_trywait(p.dev.fabric, fids) != nil {
+		if !armed {
 			continue // something is pending: read again
 		}
+		// A CQ closed from here on is not read again; its descriptor
+		// may wake the poll early (closed or reused), never late: the
+		// close kicks wakeFD.
 		if p.wakeFD >= 0 {
 			pfds = append(pfds, unix.PollFd{Fd: int32(p.wakeFD), Events: unix.POLLIN})
 		}
