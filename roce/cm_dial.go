@@ -22,6 +22,7 @@ import (
 // and confirms with an RTU. The side channel leaves from the device's IP,
 // the IP the listener binds the data path to.
 func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.QP, param provider.ConnParam) (provider.ConnInfo, error) {
+	l.eng.unparkReader() // the handshake's datagrams come in on the socket
 	if l.gsi != nil {
 		return l.dialIB(ctx, d, addr, qp, param)
 	}

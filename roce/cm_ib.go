@@ -278,6 +278,7 @@ func (ln *ibListener) Addr() string { return ibAddr(ln.ip, ln.port, ln.g.l.cfg.a
 
 // Accept returns the next request whose dialer still waits.
 func (ln *ibListener) Accept(ctx context.Context) (provider.ConnRequest, error) {
+	ln.g.l.eng.unparkReader() // REQs come in on the socket
 	for {
 		select {
 		case r := <-ln.reqs:
@@ -373,6 +374,7 @@ func (r *ibReq) Reject(privateData []byte) error {
 func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	g := r.ln.g
 	l := g.l
+	l.eng.unparkReader() // the RTU comes in on the socket
 	q, ok := qp.(*soft.QP)
 	if !ok || q.Device() != l.dev {
 		return provider.ConnInfo{}, fmt.Errorf("%w: QP of another device", provider.ErrInvalidArgument)

@@ -257,6 +257,7 @@ func (r *connReq) Reject(privateData []byte) error {
 // negotiated as rdma_cm does: a side's ORD never exceeds the other's IRD.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	l := r.lst.l
+	l.eng.unparkReader() // the dialer's probe comes in on the socket
 	q, ok := qp.(*soft.QP)
 	if !ok || q.Device() != l.dev {
 		return provider.ConnInfo{}, cmkit.ForeignQP()

@@ -52,6 +52,7 @@ const (
 	ctrRxGRO                         // UDP GRO runs received (device only)
 	ctrRxPolled                      // datagrams a CQ's poller read (device only; drive.go)
 	ctrRxWaited                      // datagrams a CQ's waiter read (device only; drive_wait.go)
+	ctrReaderIdle                    // the parked reader came back because nobody polled for a readerPark (device only; drive.go)
 	numCounters
 )
 
@@ -91,6 +92,7 @@ var counterNames = [numCounters]string{
 	ctrRxGRO:          "rx_gro_datagrams",
 	ctrRxPolled:       "rx_polled_datagrams",
 	ctrRxWaited:       "rx_waited_datagrams",
+	ctrReaderIdle:     "reader_park_timeouts",
 }
 
 // String returns the counter's name.

@@ -221,8 +221,9 @@
 // CQ holds a completion, so that the netpoller's wake-up is the only one
 // per message instead of the reader's and then the waiter's (drive_wait.go;
 // rx_waited_datagrams). A completion another goroutine makes, the Wait's
-// context and Close end its read; the reader comes back a millisecond
-// after the last waiter. Options.NoWaitDrive keeps the reader the only
+// context and Close end its read; the reader comes back when a connection
+// is set up, and a millisecond or two after the last waiter
+// (reader_park_timeouts). Options.NoWaitDrive keeps the reader the only
 // reader.
 //
 // The QPs' timers (ACK timeout, RNR wait, the probe for an owed ACK, a

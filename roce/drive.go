@@ -32,9 +32,12 @@ import "time"
 //
 // The reader comes back (modeReader, deadline cleared, under rdMu so that
 // no poller is mid-read) when a goroutine waits on a CQ of the device
-// (Wait: it will not poll), or when a readerPark went by without any empty
-// Poll: an application that stopped polling does not leave the socket
-// unread for longer than that.
+// (Wait: it will not poll), when a connection is set up (Dial, Accept: the
+// handshake's datagrams must not wait for the pollers to notice; a setup
+// cost 2 ms, twice readerPark, without it), or when a readerPark went by
+// without any empty Poll (counted in reader_park_timeouts): an application
+// that stopped polling does not leave the socket unread for longer than
+// that.
 
 // Reader modes (engine.rdMode).
 const (
@@ -179,6 +182,8 @@ func (e *engine) waitUnpark() bool {
 			return false
 		case <-e.parkTimer.C:
 			if e.polls.Load() == seen {
+				// The socket went unread for up to two readerParks.
+				e.dev.add(ctrReaderIdle, 1)
 				return true
 			}
 		}

@@ -95,3 +95,45 @@ func TestDrivingWaitEnds(t *testing.T) {
 	}
 	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
 }
+
+// TestSetupAfterDrivenWait: a connection set up after a waiter drove the
+// socket does not wait for the parked reader to notice nobody polls (a
+// setup cost twice readerPark, 2 ms, so): Dial and Accept give the socket
+// back to the reader, which reader_park_timeouts counts the other way.
+func TestSetupAfterDrivenWait(t *testing.T) {
+	a, b := openDevice(t, roce.Options{}), openDevice(t, roce.Options{})
+	t.Cleanup(func() { b.Close(); a.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const cycles = 40
+	for i := range cycles {
+		p := &waitPair{ctx: ctx, a: a, b: b}
+		var pda, pdb *verbs.PD
+		p.qa, p.qb, pda, pdb, p.cqa, p.cqb = connectPair(t, a, b)
+		p.sa, p.da = mustMR(t, pda, 4096, verbs.AccessLocalWrite), mustMR(t, pda, 4096, verbs.AccessLocalWrite)
+		p.sb, p.db = mustMR(t, pdb, 4096, verbs.AccessLocalWrite), mustMR(t, pdb, 4096, verbs.AccessLocalWrite)
+		for j := range 4 {
+			p.pingPong(t, 8+j, byte(i+j))
+		}
+		if err := p.qa.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.qb.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dev  *verbs.Device
+	}{{"dialer", a}, {"acceptor", b}} {
+		c := counterMap(deviceCounters(t, d.dev))
+		if c["rx_waited_datagrams"] == 0 {
+			t.Fatalf("%s: no waiter read the socket: the test checks nothing", d.name)
+		}
+		// Each setup waited for the timer before; a loaded machine may
+		// let a few gaps between cycles run past a readerPark.
+		if n := c["reader_park_timeouts"]; n > cycles/4 {
+			t.Errorf("%s: the parked reader came back by its timer %d times in %d setups", d.name, n, cycles)
+		}
+	}
+}
