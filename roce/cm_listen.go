@@ -19,9 +19,11 @@ import (
 // Limits of the side channel against floods of connections that never
 // speak (or speak too slowly): a listener reads every REQ on its own
 // goroutine, within handshakeTimeout, and holds at most maxPending such
-// connections, maxPendingPerSource of them from one IP (cmkit's half-open
-// set: a connection over either cap evicts the oldest silent one, of its
-// source or of all, not itself). Requests waiting for Accept are capped at
+// connections, maxPendingPerSource of them from one IP once half of
+// maxPending are held (cmkit's half-open set: a connection over either cap
+// evicts the oldest silent one, of its source or of all, not itself). The
+// per-source cap bites only under that pressure, as on iwarp: 256 honest
+// dialers on one host were evicted by it, each before it wrote its REQ. Requests waiting for Accept are capped at
 // maxWaiting (cmkit's backlog); beyond that they are rejected, as a full
 // listen backlog refuses.
 const (
@@ -67,7 +69,7 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 func (l *link) serveListener(ln net.Listener) (*listener, error) {
 	lst := &listener{l: l}
 	lst.Sockets = cmkit.NewSockets(ln, cmkit.NewQueue(maxWaiting, (*connReq).Pending),
-		cmkit.HalfOpenLimits{Max: maxPending, PerSource: maxPendingPerSource},
+		cmkit.HalfOpenLimits{Max: maxPending, PerSource: maxPendingPerSource, PressureAt: maxPending / 2},
 		cmkit.SocketHooks[*connReq]{
 			Source:    sourceIP,
 			Pace:      paceOf,
