@@ -112,3 +112,18 @@ func localWritePair(b *testing.B, size int) (*verbs.QP, *verbs.MR, *verbs.MR, *v
 	dst := mustMR(b, pdb, size, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	return qa, src, dst, cqa
 }
+
+// BenchmarkSetup is goverbs bench --test setup in this process, over the
+// side channel and over the IB CM: b.N cycles of CreateQP, Dial (the peer
+// accepts with a fresh QP), an empty SEND each way and Close, one dialer.
+// It is the seam to profile connection setup with (-cpuprofile).
+func BenchmarkSetup(b *testing.B) {
+	for _, tr := range []string{"roce", "roce-ibcm"} {
+		b.Run(tr, func(b *testing.B) {
+			testkit.Bench(b, raceEnabled, 1, func(ctx context.Context, iters int) ([]report.Result, error) {
+				cfg := bench.Config{Tests: []string{"setup"}, Transport: tr, Iters: iters, NoBaseline: true}
+				return bench.Run(ctx, cfg, bench.Options{})
+			})
+		})
+	}
+}

@@ -13,6 +13,7 @@
 package ibcm
 
 import (
+	"container/heap"
 	"errors"
 	"net/netip"
 	"time"
@@ -129,6 +130,7 @@ type Conn struct {
 	last              [ib.MADLen]byte // the message resent on timeout or duplicate
 	lastSet           bool
 	due               time.Time
+	heapAt            int // 1 + its index in the agent's due heap; 0: not in it
 	retries           int
 	timeout           time.Duration
 	Req               ib.CMReq // the REQ (sent or received)
@@ -147,8 +149,14 @@ type Agent struct {
 	nextID  uint32
 	nextTID uint64
 	pending int
-	ctr     Counters
-	buf     [ib.MADLen]byte
+	// due holds the connections with a deadline (Conn.due), soonest
+	// first: the engine asks Next on every turn, and the agent keeps each
+	// connection in time-wait for a second, thousands of them at a high
+	// setup rate; ready is Tick's scratch list.
+	due   dueHeap
+	ready []*Conn
+	ctr   Counters
+	buf   [ib.MADLen]byte
 }
 
 type remoteKey struct {
@@ -239,7 +247,8 @@ func (c *Conn) send() {
 }
 
 func (c *Conn) arm(now time.Time, d time.Duration) {
-	c.timeout, c.due, c.retries = d, now.Add(d), 0
+	c.timeout, c.retries = d, 0
+	c.a.setDue(c, now.Add(d))
 }
 
 // Accept answers a REQ with rep (passive; EventREQ). LocalCommID,
@@ -283,7 +292,8 @@ func (c *Conn) Confirm(now time.Time) error {
 	if c.state != StateREPRcvd {
 		return ErrState
 	}
-	c.state, c.due = StateEstablished, time.Time{}
+	c.state = StateEstablished
+	c.a.setDue(c, time.Time{})
 	c.a.ctr.Established++
 	c.resendRTU()
 	return nil
@@ -327,6 +337,7 @@ func (a *Agent) close(c *Conn) {
 		a.pending--
 	}
 	c.state = StateClosed
+	a.setDue(c, time.Time{})
 	delete(a.conns, c.LocalID)
 	if !c.active {
 		k := remoteKey{c.Peer.Addr(), c.RemoteID, c.RemoteGUID}
@@ -341,7 +352,7 @@ func (a *Agent) timeWait(c *Conn, now time.Time) {
 		a.pending--
 	}
 	c.state = StateTimeWait
-	c.due = now.Add(a.cfg.TimeWait)
+	a.setDue(c, now.Add(a.cfg.TimeWait))
 }
 
 func (a *Agent) event(c *Conn, ev Event) {
@@ -352,27 +363,33 @@ func (a *Agent) event(c *Conn, ev Event) {
 
 // Next returns when Tick should next run (zero when nothing waits).
 func (a *Agent) Next() time.Time {
-	var t time.Time
-	for _, c := range a.conns {
-		if !c.due.IsZero() && (t.IsZero() || c.due.Before(t)) {
-			t = c.due
-		}
+	if len(a.due) == 0 {
+		return time.Time{}
 	}
-	return t
+	return a.due[0].due
 }
 
 // Tick resends what timed out, gives up on what ran out of retries and
 // ends time-waits.
 func (a *Agent) Tick(now time.Time) {
-	for _, c := range a.conns {
-		if c.due.IsZero() || now.Before(c.due) {
+	// What is due leaves the heap first, then each is handled: a handler
+	// may re-arm its connection (in the heap again, for the next Tick) or
+	// close another one (skipped here).
+	ready := a.ready[:0]
+	for len(a.due) > 0 && !now.Before(a.due[0].due) {
+		ready = append(ready, heap.Pop(&a.due).(*Conn))
+	}
+	a.ready = ready
+	defer clear(ready) // hold no connection past the Tick
+	for _, c := range ready {
+		if c.state == StateClosed || c.heapAt != 0 || c.due.IsZero() || now.Before(c.due) {
 			continue
 		}
 		switch c.state {
 		case StateREQSent, StateMRARcvd, StateREPSent, StateDREQSent:
 			if c.retries < a.cfg.MaxRetries {
 				c.retries++
-				c.due = now.Add(c.timeout)
+				a.setDue(c, now.Add(c.timeout))
 				a.ctr.Retransmits++
 				c.send()
 				continue
@@ -402,7 +419,7 @@ func (a *Agent) Tick(now time.Time) {
 		case StateTimeWait:
 			a.close(c)
 		default:
-			c.due = time.Time{}
+			a.setDue(c, time.Time{})
 		}
 	}
 }

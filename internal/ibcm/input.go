@@ -41,7 +41,7 @@ func (a *Agent) Input(src netip.AddrPort, b []byte, now time.Time) {
 			return
 		}
 		c.state = StateMRARcvd
-		c.due = now.Add(Timeout(r.ServiceTimeout) + c.timeout)
+		a.setDue(c, now.Add(Timeout(r.ServiceTimeout)+c.timeout))
 	case ib.AttrCMRej:
 		a.onREJ(src, m)
 	case ib.AttrCMRep:
@@ -60,7 +60,8 @@ func (a *Agent) Input(src netip.AddrPort, b []byte, now time.Time) {
 		case c.state != StateREPSent || c.RemoteID != r.LocalCommID:
 			a.ctr.DropWrongState++
 		default:
-			c.state, c.due = StateEstablished, time.Time{}
+			c.state = StateEstablished
+			a.setDue(c, time.Time{})
 			a.pending--
 			a.ctr.Established++
 			a.event(c, Event{Type: EventEstablished})
@@ -147,7 +148,7 @@ func (a *Agent) onREQ(src netip.AddrPort, m ib.MAD, now time.Time) {
 		tid: m.TID(), Req: req, state: StateREQRcvd}
 	// The application must answer within the peer's response timeout
 	// and retries; after that its REQ has timed out at the peer.
-	c.due = now.Add(Timeout(req.RemoteCMResponseTimeout) * time.Duration(int(req.MaxCMRetries)+1))
+	a.setDue(c, now.Add(Timeout(req.RemoteCMResponseTimeout)*time.Duration(int(req.MaxCMRetries)+1)))
 	a.conns[c.LocalID] = c
 	a.remote[k] = c
 	a.pending++
@@ -183,7 +184,7 @@ func (a *Agent) onREP(src netip.AddrPort, m ib.MAD, now time.Time) {
 	if a.cfg.DeferRTU {
 		// The owner confirms within what the peer waits for an RTU.
 		c.state = StateREPRcvd
-		c.due = now.Add(Timeout(c.Req.RemoteCMResponseTimeout) * time.Duration(int(c.Req.MaxCMRetries)+1))
+		a.setDue(c, now.Add(Timeout(c.Req.RemoteCMResponseTimeout)*time.Duration(int(c.Req.MaxCMRetries)+1)))
 		a.event(c, Event{Type: EventREP, REP: &c.Rep})
 		return
 	}
@@ -191,7 +192,8 @@ func (a *Agent) onREP(src netip.AddrPort, m ib.MAD, now time.Time) {
 	if c.state == StateClosed { // OnEvent rejected
 		return
 	}
-	c.state, c.due = StateEstablished, time.Time{}
+	c.state = StateEstablished
+	a.setDue(c, time.Time{})
 	a.ctr.Established++
 	c.resendRTU()
 }
