@@ -23,9 +23,9 @@ import (
 // maxPending are held (cmkit's half-open set: a connection over either cap
 // evicts the oldest silent one, of its source or of all, not itself). The
 // per-source cap bites only under that pressure, as on iwarp: 256 honest
-// dialers on one host were evicted by it, each before it wrote its REQ. Requests waiting for Accept are capped at
-// maxWaiting (cmkit's backlog); beyond that they are rejected, as a full
-// listen backlog refuses.
+// dialers on one host were evicted by it, each before it wrote its REQ.
+// Requests waiting for Accept are capped at maxWaiting (cmkit's backlog);
+// beyond that they are rejected, as a full listen backlog refuses.
 const (
 	handshakeTimeout    = 5 * time.Second
 	maxPending          = 512

@@ -24,10 +24,18 @@ func newWaitPair(t *testing.T, o roce.Options) *waitPair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	p := &waitPair{ctx: ctx, a: openDevice(t, o), b: openDevice(t, o)}
-	t.Cleanup(func() { p.b.Close(); p.a.Close() })
+	a, b := openDevice(t, o), openDevice(t, o)
+	t.Cleanup(func() { b.Close(); a.Close() })
+	return connectWaitPair(t, ctx, a, b)
+}
+
+// connectWaitPair connects a fresh QP of a to one of b, each with its own
+// PD, CQ and buffers.
+func connectWaitPair(t *testing.T, ctx context.Context, a, b *verbs.Device) *waitPair {
+	t.Helper()
+	p := &waitPair{ctx: ctx, a: a, b: b}
 	var pda, pdb *verbs.PD
-	p.qa, p.qb, pda, pdb, p.cqa, p.cqb = connectPair(t, p.a, p.b)
+	p.qa, p.qb, pda, pdb, p.cqa, p.cqb = connectPair(t, a, b)
 	p.sa, p.da = mustMR(t, pda, 4096, verbs.AccessLocalWrite), mustMR(t, pda, 4096, verbs.AccessLocalWrite)
 	p.sb, p.db = mustMR(t, pdb, 4096, verbs.AccessLocalWrite), mustMR(t, pdb, 4096, verbs.AccessLocalWrite)
 	return p
@@ -107,11 +115,7 @@ func TestSetupAfterDrivenWait(t *testing.T) {
 	defer cancel()
 	const cycles = 40
 	for i := range cycles {
-		p := &waitPair{ctx: ctx, a: a, b: b}
-		var pda, pdb *verbs.PD
-		p.qa, p.qb, pda, pdb, p.cqa, p.cqb = connectPair(t, a, b)
-		p.sa, p.da = mustMR(t, pda, 4096, verbs.AccessLocalWrite), mustMR(t, pda, 4096, verbs.AccessLocalWrite)
-		p.sb, p.db = mustMR(t, pdb, 4096, verbs.AccessLocalWrite), mustMR(t, pdb, 4096, verbs.AccessLocalWrite)
+		p := connectWaitPair(t, ctx, a, b)
 		for j := range 4 {
 			p.pingPong(t, 8+j, byte(i+j))
 		}

@@ -372,9 +372,10 @@ func (a *Agent) Next() time.Time {
 // Tick resends what timed out, gives up on what ran out of retries and
 // ends time-waits.
 func (a *Agent) Tick(now time.Time) {
-	// What is due leaves the heap first, then each is handled: a handler
-	// may re-arm its connection (in the heap again, for the next Tick) or
-	// close another one (skipped here).
+	// What is due leaves the heap first, then each is handled. An event
+	// handler may re-arm a connection still in ready (it is back in the
+	// heap, for a later Tick) or disarm it (a zero due; close disarms
+	// too): either way it is no longer this Tick's.
 	ready := a.ready[:0]
 	for len(a.due) > 0 && !now.Before(a.due[0].due) {
 		ready = append(ready, heap.Pop(&a.due).(*Conn))
@@ -382,7 +383,7 @@ func (a *Agent) Tick(now time.Time) {
 	a.ready = ready
 	defer clear(ready) // hold no connection past the Tick
 	for _, c := range ready {
-		if c.state == StateClosed || c.heapAt != 0 || c.due.IsZero() || now.Before(c.due) {
+		if c.heapAt != 0 || c.due.IsZero() {
 			continue
 		}
 		switch c.state {
