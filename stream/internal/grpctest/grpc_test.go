@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
@@ -19,31 +18,6 @@ import (
 	"github.com/goverbs/goverbs/stream"
 	"github.com/goverbs/goverbs/verbs"
 )
-
-// rawCodec carries a message's bytes as they are: the echo service needs
-// no protobuf, and a test checks every byte.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error)      { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error { *v.(*[]byte) = slices.Clone(data); return nil }
-func (rawCodec) Name() string                       { return "raw" }
-
-// echo answers every message of every call, unary or streaming, with its
-// bytes.
-func echo(_ any, ss grpc.ServerStream) error {
-	for {
-		var m []byte
-		if err := ss.RecvMsg(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if err := ss.SendMsg(&m); err != nil {
-			return err
-		}
-	}
-}
 
 var transports = []struct {
 	name, listen string
@@ -67,7 +41,7 @@ func serve(tb testing.TB, i int) *grpc.ClientConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(echo))
+	srv := grpc.NewServer(grpc.ForceServerCodec(RawCodec{}), grpc.UnknownServiceHandler(Echo))
 	go srv.Serve(l)
 	tb.Cleanup(srv.Stop)
 	addr := l.Addr().String()
@@ -76,7 +50,7 @@ func serve(tb testing.TB, i int) *grpc.ClientConn {
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return stream.Dial(ctx, dev, addr)
 		}),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -152,11 +126,11 @@ func BenchmarkUnary(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(echo))
+		srv := grpc.NewServer(grpc.ForceServerCodec(RawCodec{}), grpc.UnknownServiceHandler(Echo))
 		go srv.Serve(l)
 		defer srv.Stop()
 		cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
 		if err != nil {
 			b.Fatal(err)
 		}

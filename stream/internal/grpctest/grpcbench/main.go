@@ -40,31 +40,9 @@ import (
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/stream"
+	"github.com/goverbs/goverbs/stream/internal/grpctest"
 	"github.com/goverbs/goverbs/verbs"
 )
-
-// rawCodec carries a message's bytes as they are (no protobuf), as the
-// echo test's does.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error)      { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error { *v.(*[]byte) = slices.Clone(data); return nil }
-func (rawCodec) Name() string                       { return "raw" }
-
-func echo(_ any, ss grpc.ServerStream) error {
-	for {
-		var m []byte
-		if err := ss.RecvMsg(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if err := ss.SendMsg(&m); err != nil {
-			return err
-		}
-	}
-}
 
 // providers opens a transport's device; "tcp" is Go TCP and has none.
 var providers = map[string]func() provider.Provider{
@@ -127,7 +105,7 @@ func server(trs []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", tr, err)
 		}
-		srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(echo))
+		srv := grpc.NewServer(grpc.ForceServerCodec(grpctest.RawCodec{}), grpc.UnknownServiceHandler(grpctest.Echo))
 		go srv.Serve(l)
 		defer srv.Stop()
 		fmt.Fprintf(out, "ADDR %s %s\n", tr, l.Addr())
@@ -221,7 +199,7 @@ func client(trs []string, rounds, calls, conc int, dur time.Duration, size int) 
 	ccs := map[string]*grpc.ClientConn{}
 	for _, tr := range trs {
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}))}
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(grpctest.RawCodec{}))}
 		target := addrs[tr]
 		if tr != "tcp" {
 			dev, err := verbs.Open(providers[tr]())
