@@ -202,10 +202,7 @@ func (qp *QP) QPN() uint32 { return qp.qpn }
 func (qp *QP) Query() (provider.QPAttr, error) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.closed {
-		return provider.QPAttr{}, provider.ErrClosed
-	}
-	return devcore.QueryAttr(qp.attr, qp.state, qp.sq.inflight > 0), nil
+	return devcore.QueryAttr(qp.closed, qp.attr, qp.state, qp.sq.inflight > 0)
 }
 
 // Modify implements provider.QP. The transitions a connection manager
@@ -216,12 +213,7 @@ func (qp *QP) Query() (provider.QPAttr, error) {
 // has no such knobs.
 func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	qp.mu.Lock()
-	if qp.closed {
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	}
-	cur := qp.state
-	next, err := devcore.CheckModify(cur, attr, mask, &qp.dev.caps)
+	next, err := devcore.CheckModify(qp.closed, qp.state, attr, mask, &qp.dev.caps, provider.CheckTransition)
 	if err == nil && mask&provider.AttrCap != 0 {
 		// A libfabric endpoint's queue sizes are fixed when it is created.
 		err = fmt.Errorf("%w: queue sizes cannot change", provider.ErrNotSupported)
@@ -233,17 +225,9 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.mu.Unlock()
 		return err
 	}
-	switch next {
-	case provider.StateErr:
-		qp.mu.Unlock()
-		qp.fail(0, nil)
-		return nil
-	case provider.StateReset:
-		qp.mu.Unlock()
-		qp.reset()
+	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, func() { qp.fail(0, nil) }, qp.reset) {
 		return nil
 	}
-	devcore.ApplyAttr(&qp.attr, attr, mask)
 	qp.setStateLocked(next)
 	if next == provider.StateRTS {
 		qp.pumpLocked() // RTS from SQD resumes the send queue

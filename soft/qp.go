@@ -153,24 +153,18 @@ func (qp *QP) Attr() provider.QPAttr {
 func (qp *QP) Query() (provider.QPAttr, error) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.closed {
-		return provider.QPAttr{}, provider.ErrClosed
-	}
-	return devcore.QueryAttr(qp.attr, qp.state, qp.sq.Next != qp.sq.Tail), nil
+	return devcore.QueryAttr(qp.closed, qp.attr, qp.state, qp.sq.Next != qp.sq.Tail)
 }
 
 // Modify applies a state transition and attributes (SEMANTICS 5).
 func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
-	qp.mu.Lock()
-	if qp.closed {
-		qp.mu.Unlock()
-		return provider.ErrClosed
-	}
-	cur := qp.state
-	next, err := devcore.CheckModify(cur, attr, mask, &qp.dev.caps)
+	rule := provider.CheckTransition
 	if qp.typ == provider.QPTypeUD {
-		next, err = checkUDModify(cur, attr, mask, &qp.dev.caps)
+		rule = checkUDTransition
 	}
+	qp.mu.Lock()
+	cur := qp.state
+	next, err := devcore.CheckModify(qp.closed, cur, attr, mask, &qp.dev.caps, rule)
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -191,17 +185,9 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		}
 		qp.ep = ep
 	}
-	switch next {
-	case provider.StateErr:
-		qp.mu.Unlock()
-		qp.Fail(0, nil)
-		return nil
-	case provider.StateReset:
-		qp.mu.Unlock()
-		qp.reset()
+	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, func() { qp.Fail(0, nil) }, qp.reset) {
 		return nil
 	}
-	devcore.ApplyAttr(&qp.attr, attr, mask)
 	if mask&provider.AttrAccessFlags != 0 {
 		qp.remoteAccess.Store(uint32(attr.Access))
 	}

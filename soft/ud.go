@@ -57,15 +57,6 @@ var udTransitions = map[[2]provider.State][2]provider.AttrMask{
 	{provider.StateSQE, provider.StateRTS}:    {0, provider.AttrQKey | provider.AttrCurState},
 }
 
-// checkUDModify is devcore.CheckModify for a UD QP.
-func checkUDModify(cur provider.State, attr *provider.QPAttr, mask provider.AttrMask, c *provider.Caps) (provider.State, error) {
-	next, err := checkUDTransition(cur, attr, mask)
-	if err == nil {
-		err = provider.CheckQPAttr(attr, mask, c)
-	}
-	return next, err
-}
-
 // checkUDTransition is provider.CheckTransition for a UD QP.
 func checkUDTransition(cur provider.State, attr *provider.QPAttr, mask provider.AttrMask) (provider.State, error) {
 	if mask&provider.AttrCurState != 0 && attr.CurState != cur {

@@ -2,6 +2,7 @@ package devcore
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/goverbs/goverbs/provider"
 )
@@ -21,23 +22,53 @@ func CheckQPCap(c provider.QPCap, d *provider.Caps) error {
 	return nil
 }
 
-// CheckModify applies Modify's rules: the transition from cur that attr
-// and mask ask for is legal (SEMANTICS 5) and the attribute values are
+// CheckModify applies Modify's rules to a QP in state cur: it is open,
+// the transition that attr and mask ask for is legal by rule (SEMANTICS
+// 5: provider.CheckTransition for an RC QP) and the attribute values are
 // within the device's limits. It returns the state the QP moves to.
-func CheckModify(cur provider.State, attr *provider.QPAttr, mask provider.AttrMask, d *provider.Caps) (provider.State, error) {
-	next, err := provider.CheckTransition(cur, attr, mask)
+func CheckModify(closed bool, cur provider.State, attr *provider.QPAttr, mask provider.AttrMask, d *provider.Caps,
+	rule func(cur provider.State, attr *provider.QPAttr, mask provider.AttrMask) (provider.State, error)) (provider.State, error) {
+	if closed {
+		return cur, provider.ErrClosed
+	}
+	next, err := rule(cur, attr, mask)
 	if err == nil {
 		err = provider.CheckQPAttr(attr, mask, d)
 	}
 	return next, err
 }
 
+// EnterState finishes a Modify to next whose checks passed; mu, the QP's
+// lock, is held. ERR and RESET are more than a state: fail and reset make
+// them, each taking mu itself, so EnterState releases mu, calls the one
+// next asks for and reports true. For any other state it copies into t
+// the attributes of a that mask names (ApplyAttr) and reports false, mu
+// still held, for the caller to enter next.
+func EnterState(mu *sync.Mutex, next provider.State, t, a *provider.QPAttr, mask provider.AttrMask, fail, reset func()) (done bool) {
+	switch next {
+	case provider.StateErr:
+		mu.Unlock()
+		fail()
+		return true
+	case provider.StateReset:
+		mu.Unlock()
+		reset()
+		return true
+	}
+	ApplyAttr(t, a, mask)
+	return false
+}
+
 // QueryAttr is what Query reports for a QP with attributes attr in state
-// st; draining says an SQD QP still has send WRs under way.
-func QueryAttr(attr provider.QPAttr, st provider.State, draining bool) provider.QPAttr {
+// st, or ErrClosed when it is closed; draining says an SQD QP still has
+// send WRs under way.
+func QueryAttr(closed bool, attr provider.QPAttr, st provider.State, draining bool) (provider.QPAttr, error) {
+	if closed {
+		return provider.QPAttr{}, provider.ErrClosed
+	}
 	attr.State, attr.CurState = st, st
 	attr.SQDraining = st == provider.StateSQD && draining
-	return attr
+	return attr, nil
 }
 
 // ApplyAttr copies into t the attributes of a that mask names (all but
