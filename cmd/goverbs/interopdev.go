@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -84,6 +85,22 @@ func (f *roceFlags) localIP(peer string) (netip.Addr, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// acceptOne listens on addr on dev, says so on stderr as "<who> listening
+// on ADDR", and returns the first connection request; done closes the
+// listener, once the request has been served.
+func acceptOne(ctx context.Context, dev *verbs.Device, addr, who string, stderr io.Writer) (req *verbs.ConnRequest, done func(), err error) {
+	ln, err := dev.Listen(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "%s listening on %s\n", who, ln.Addr())
+	if req, err = ln.Accept(ctx); err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return req, func() { ln.Close() }, nil
 }
 
 // watchEvents prints the device's asynchronous events on w until the device

@@ -69,11 +69,8 @@ func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(f.fs, "pingpong", args, printPingpongUsage, stdout, stderr); err != nil {
 		return err
 	}
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, f.timeout)
+	defer cancel()
 	dev, gid, err := f.roce.open(server)
 	if err != nil {
 		return err

@@ -116,21 +116,6 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return err
 }
 
-// roceCMAccept listens on addr and returns its first request.
-func roceCMAccept(ctx context.Context, dev *verbs.Device, addr, tool string, stderr io.Writer) (*verbs.ConnRequest, func(), error) {
-	ln, err := dev.Listen(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	fmt.Fprintf(stderr, "goverbs rocecm %s: listening on %s\n", tool, ln.Addr())
-	req, err := ln.Accept(ctx)
-	if err != nil {
-		ln.Close()
-		return nil, nil, err
-	}
-	return req, func() { ln.Close() }, nil
-}
-
 // roceCMUcmatose runs ucmatose's exchange (package cmatose).
 func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFlags, stdout, stderr io.Writer) error {
 	cfg := cmatose.Config{Count: f.cfg.Count, Size: f.cfg.Size}
@@ -141,7 +126,7 @@ func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roce
 		res, err = cmatose.Client(ctx, dev, addr, cfg)
 	} else {
 		role = "server"
-		req, done, aerr := roceCMAccept(ctx, dev, addr, "ucmatose", stderr)
+		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs rocecm ucmatose:", stderr)
 		if aerr != nil {
 			return aerr
 		}
@@ -162,7 +147,7 @@ func roceCMRdma(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFl
 		err = cmatose.RdmaClient(ctx, dev, addr)
 	} else {
 		role = "server (rdma_server)"
-		req, done, aerr := roceCMAccept(ctx, dev, addr, "rdma", stderr)
+		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs rocecm rdma:", stderr)
 		if aerr != nil {
 			return aerr
 		}

@@ -79,11 +79,8 @@ func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.verbose {
 		f.cfg.Verbose = stdout
 	}
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, f.timeout)
+	defer cancel()
 	dev, err := f.dev.open(stderr)
 	if err != nil {
 		return err
@@ -109,15 +106,10 @@ func rpingRun(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Con
 
 // rpingServe listens on addr and serves one client, as rping -s does.
 func rpingServe(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Config, stderr io.Writer) (rping.Result, error) {
-	ln, err := dev.Listen(addr)
+	req, done, err := acceptOne(ctx, dev, addr, "goverbs rping:", stderr)
 	if err != nil {
 		return rping.Result{}, err
 	}
-	defer ln.Close()
-	fmt.Fprintf(stderr, "goverbs rping: listening on %s\n", ln.Addr())
-	req, err := ln.Accept(ctx)
-	if err != nil {
-		return rping.Result{}, err
-	}
+	defer done()
 	return rping.Serve(ctx, dev, req, cfg)
 }

@@ -206,11 +206,8 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return &UsageError{Cmd: "rstream", Err: err}
 	}
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, f.timeout)
+	defer cancel()
 	ep, err := f.endpoint(stderr)
 	if err != nil {
 		return err

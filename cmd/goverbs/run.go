@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/goverbs/goverbs/bench"
 	"github.com/goverbs/goverbs/bench/report"
@@ -139,6 +140,15 @@ func helpCmd(args []string, stdout io.Writer) error {
 		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
 	}
 	return nil
+}
+
+// withTimeout is context.WithTimeout for a --timeout whose 0 (or less)
+// means no limit.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // parse parses a command's flags; -h prints its usage to stdout and ends

@@ -87,16 +87,11 @@ func xstackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		res, err = xstack.Client(ctx, dev, addr, f.size)
 	} else {
 		role = "server"
-		var ln *verbs.Listener
-		if ln, err = dev.Listen(addr); err != nil {
-			return err
+		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs xstack: "+f.trans, stderr)
+		if aerr != nil {
+			return aerr
 		}
-		defer ln.Close()
-		fmt.Fprintf(stderr, "goverbs xstack: %s listening on %s\n", f.trans, ln.Addr())
-		var req *verbs.ConnRequest
-		if req, err = ln.Accept(ctx); err != nil {
-			return err
-		}
+		defer done()
 		res, err = xstack.Serve(ctx, dev, req, f.size)
 	}
 	fmt.Fprintf(stdout, "goverbs xstack %s over %s: %d SEND, %d WRITE, %d READ of %d B started here, every byte checked, in %v\n",
