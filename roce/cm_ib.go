@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/internal/ibcm"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/provider"
@@ -213,15 +214,13 @@ var ibPorts struct {
 	m  map[netip.AddrPort]*ibListener
 }
 
-// ibListener is a listener of the IB CM. reqs is filled by the turn
-// (gsi.onREQ) and drained by Accept.
+// ibListener is a listener of the IB CM. Its backlog is cmkit's, as every
+// transport's: the turn offers REQs to it (gsi.onREQ) and Accept drains it.
 type ibListener struct {
 	g    *gsi
 	ip   netip.Addr
 	port uint16
-	reqs chan *ibReq
-	done chan struct{}
-	once sync.Once
+	q    *cmkit.Queue[*ibReq]
 }
 
 // listenIB listens on an rdma_cm port of the device's IP; port 0 picks a
@@ -243,7 +242,7 @@ func (l *link) listenIB(addr string) (provider.Listener, error) {
 			return nil, &OpError{Op: "listen", Addr: addr, Err: fmt.Errorf("%w: %s belongs to the IB CM at UDP port %d, not this device's (%v)", provider.ErrBusy, addr, udp, l.cfg.addr)}
 		}
 	}
-	ln := &ibListener{g: l.gsi, ip: ip, reqs: make(chan *ibReq, maxWaiting), done: make(chan struct{})}
+	ln := &ibListener{g: l.gsi, ip: ip, q: cmkit.NewQueue(maxWaiting, (*ibReq).Pending)}
 	ibPorts.mu.Lock()
 	if ibPorts.m == nil {
 		ibPorts.m = make(map[netip.AddrPort]*ibListener)
@@ -280,17 +279,17 @@ func (ln *ibListener) Addr() string { return ibAddr(ln.ip, ln.port, ln.g.l.cfg.a
 func (ln *ibListener) Accept(ctx context.Context) (provider.ConnRequest, error) {
 	ln.g.l.eng.unparkReader() // REQs come in on the socket
 	for {
-		select {
-		case r := <-ln.reqs:
-			live := false
-			ln.g.do(func(time.Time) { live = r.x.c.State() == ibcm.StateREQRcvd })
-			if live {
-				return r, nil
+		r, err := ln.q.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctxErr(ctx, "accept", ln.Addr())
 			}
-		case <-ln.done:
-			return nil, provider.ErrClosed
-		case <-ctx.Done():
-			return nil, ctxErr(ctx, "accept", ln.Addr())
+			return nil, err
+		}
+		live := false
+		ln.g.do(func(time.Time) { live = r.x.c.State() == ibcm.StateREQRcvd })
+		if live {
+			return r, nil
 		}
 	}
 }
@@ -298,39 +297,39 @@ func (ln *ibListener) Accept(ctx context.Context) (provider.ConnRequest, error) 
 // Close stops listening; requests not yet accepted are rejected as if
 // nobody had listened.
 func (ln *ibListener) Close() error {
-	err := error(provider.ErrClosed)
-	ln.once.Do(func() {
-		err = nil
-		close(ln.done)
-		ln.unregister()
+	ln.g.do(func(time.Time) {
+		if ln.g.listeners[ln.port] == ln {
+			delete(ln.g.listeners, ln.port)
+		}
+	})
+	first := ln.q.Close(func(r *ibReq) {
+		if !r.Take() {
+			return
+		}
 		ln.g.do(func(time.Time) {
-			if ln.g.listeners[ln.port] == ln {
-				delete(ln.g.listeners, ln.port)
-			}
-			for {
-				select {
-				case r := <-ln.reqs:
-					if r.x.c.State() == ibcm.StateREQRcvd {
-						r.x.c.Reject(ib.RejInvalidServiceID, nil)
-					}
-				default:
-					return
-				}
+			if r.x.c.State() == ibcm.StateREQRcvd {
+				r.x.c.Reject(ib.RejInvalidServiceID, nil)
 			}
 		})
 	})
-	return err
+	if first {
+		ln.unregister()
+	}
+	return cmkit.CloseResult(first)
 }
 
 // ibReq is a request waiting for Accept or Reject. req, hdr and peer are
-// copies made by the turn; x is guarded by it.
+// copies made by the turn; x is guarded by it. Its Claim is pending until
+// Accept, Reject, the dialer's give-up (gsi.onEvent) or the listener's
+// Close takes it.
 type ibReq struct {
-	ln      *ibListener
-	x       *ibConn
-	req     ib.CMReq
-	hdr     ibcm.CMAHeader
-	peer    netip.AddrPort // the dialer's data path: its GSI's address
-	claimed atomic.Bool
+	cmkit.Claim
+	ln   *ibListener
+	x    *ibConn
+	req  ib.CMReq
+	hdr  ibcm.CMAHeader
+	peer netip.AddrPort // the dialer's data path: its GSI's address
+	gone atomic.Bool    // the dialer gave up: set by the turn before it claims
 }
 
 func (r *ibReq) PrivateData() []byte { return trimPrivate(r.req.PrivateData[ibcm.CMAHeaderLen:]) }
@@ -342,12 +341,25 @@ func (r *ibReq) Param() provider.ConnParam {
 	}
 }
 
-// claim takes the request for Accept or Reject.
+// claim takes the request for Accept or Reject. It fails if the request
+// was answered or the dialer gave up.
 func (r *ibReq) claim() error {
-	if !r.claimed.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: the request was already answered", provider.ErrInvalidState)
+	if !r.Take() {
+		if r.gone.Load() {
+			return errDialerGone
+		}
+		return cmkit.ErrAnswered
 	}
 	return nil
+}
+
+// dialerGone claims a request still waiting for an answer whose dialer
+// gave up (its REQ timed out, it rejected or disconnected), so that the
+// backlog drops it.
+// Precondition: the turn is held.
+func (r *ibReq) dialerGone() {
+	r.gone.Store(true)
+	r.Take()
 }
 
 // errDialerGone is a request whose dialer stopped waiting.

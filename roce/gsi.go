@@ -162,8 +162,9 @@ type ibConn struct {
 	c         *ibcm.Conn
 	ev        chan ibEvent
 	qp        *soft.QP
-	connected bool // Dial or Accept returned it: events now concern the QP
-	local     bool // this side disconnected (or destroyed the QP)
+	req       *ibReq // the listener's request, on the passive side
+	connected bool   // Dial or Accept returned it: events now concern the QP
+	local     bool   // this side disconnected (or destroyed the QP)
 }
 
 func newIBConn() *ibConn { return &ibConn{ev: make(chan ibEvent, 4)} }
@@ -178,6 +179,12 @@ func (g *gsi) onEvent(c *ibcm.Conn, ev ibcm.Event) {
 	x, _ := c.Context.(*ibConn)
 	if x == nil {
 		return
+	}
+	if x.req != nil && x.req.Pending() {
+		switch ev.Type {
+		case ibcm.EventDisconnected, ibcm.EventRejected, ibcm.EventTimeout:
+			x.req.dialerGone()
+		}
 	}
 	if x.connected {
 		switch ev.Type {
@@ -230,9 +237,8 @@ func (g *gsi) onREQ(c *ibcm.Conn) {
 	x.c = c
 	c.Context = x
 	r := &ibReq{ln: ln, x: x, req: c.Req, hdr: h, peer: g.peerGSI(c.Peer)}
-	select {
-	case ln.reqs <- r:
-	default: // a full backlog refuses
+	x.req = r
+	if !ln.q.Offer(r) { // a full backlog refuses
 		c.Reject(ib.RejNoResources, nil)
 	}
 }
