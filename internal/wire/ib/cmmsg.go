@@ -81,29 +81,118 @@ func MTUBytes(code uint8) int {
 	return 0
 }
 
-func hi(b byte, width uint) uint8    { return b >> (8 - width) }
-func putHi(v uint8, width uint) byte { return v << (8 - width) }
-func lo(b byte, width uint) uint8    { return b & (1<<width - 1) }
-func bitAt(b byte, bit uint) bool    { return b&(1<<bit) != 0 }
-func u24(b []byte) uint32            { return get24(b) }
-func setU24(b []byte, v uint32)      { put24(b, v) }
-func u16(b []byte) uint16            { return binary.BigEndian.Uint16(b) }
-func u32(b []byte) uint32            { return binary.BigEndian.Uint32(b) }
-func u64(b []byte) uint64            { return binary.BigEndian.Uint64(b) }
-func setU16(b []byte, v uint16)      { binary.BigEndian.PutUint16(b, v) }
-func setU32(b []byte, v uint32)      { binary.BigEndian.PutUint32(b, v) }
-func setU64(b []byte, v uint64)      { binary.BigEndian.PutUint64(b, v) }
-func dataOf(m MAD) []byte            { return m[MADHeaderLen:MADLen:MADLen] }
+func dataOf(m MAD) []byte { return m[MADHeaderLen:MADLen:MADLen] }
 
-func boolBit(v bool, bit uint) byte {
-	if v {
-		return 1 << bit
-	}
-	return 0
+// cmCodec reads or writes the fields of a CM message in a MAD's class data,
+// so that each message states its layout once, in its layout method, for
+// both its Decode and its Encode. Each method names a field by its byte
+// offset and, for a field narrower than a byte, its width and the bit its
+// low-order bit sits at.
+type cmCodec struct {
+	d   []byte
+	enc bool
 }
 
-// clearData zeroes the class data before an Encode writes its fields.
-func clearData(d []byte) []byte { clear(d); return d }
+// cmDecoder reads m's class data into the fields.
+func cmDecoder(m MAD) cmCodec { return cmCodec{d: dataOf(m)} }
+
+// cmEncoder zeroes m's class data, so that every reserved bit is zero, and
+// writes the fields into it.
+func cmEncoder(m MAD) cmCodec {
+	d := dataOf(m)
+	clear(d)
+	return cmCodec{d: d, enc: true}
+}
+
+// decodeCM decodes a message of type T from m's class data.
+func decodeCM[T any, P interface {
+	*T
+	layout(cmCodec)
+}](m MAD) T {
+	var r T
+	P(&r).layout(cmDecoder(m))
+	return r
+}
+
+// sub is the codec of the n bytes at off, for a nested structure.
+func (c cmCodec) sub(off, n int) cmCodec { return cmCodec{d: c.d[off : off+n : off+n], enc: c.enc} }
+
+func (c cmCodec) u8(off int, v *uint8) {
+	if c.enc {
+		c.d[off] = *v
+	} else {
+		*v = c.d[off]
+	}
+}
+
+func (c cmCodec) u16(off int, v *uint16) {
+	rw(c, off, v, binary.BigEndian.Uint16, binary.BigEndian.PutUint16)
+}
+
+// u24 is a 24-bit field; Encode drops the high byte of *v.
+func (c cmCodec) u24(off int, v *uint32) { rw(c, off, v, get24, put24) }
+
+func (c cmCodec) u32(off int, v *uint32) {
+	rw(c, off, v, binary.BigEndian.Uint32, binary.BigEndian.PutUint32)
+}
+
+func (c cmCodec) u64(off int, v *uint64) {
+	rw(c, off, v, binary.BigEndian.Uint64, binary.BigEndian.PutUint64)
+}
+
+// rw reads *v from off with get, or writes it there with put.
+func rw[T any](c cmCodec, off int, v *T, get func([]byte) T, put func([]byte, T)) {
+	if c.enc {
+		put(c.d[off:], *v)
+	} else {
+		*v = get(c.d[off:])
+	}
+}
+
+// bits32 is a field of width bits at bit shift of the 32-bit word at off.
+func (c cmCodec) bits32(off int, shift, width uint, v *uint32) {
+	mask := uint32(1)<<width - 1
+	w := binary.BigEndian.Uint32(c.d[off:])
+	if c.enc {
+		binary.BigEndian.PutUint32(c.d[off:], w|(*v&mask)<<shift)
+	} else {
+		*v = w >> shift & mask
+	}
+}
+
+// bits is a field of width bits at bit shift of the byte at off. Encode ORs
+// it in, as the fields that share the byte do, into the zeroed data.
+func (c cmCodec) bits(off int, shift, width uint, v *uint8) {
+	mask := byte(1)<<width - 1
+	if c.enc {
+		c.d[off] |= (*v & mask) << shift
+	} else {
+		*v = c.d[off] >> shift & mask
+	}
+}
+
+// hi is a field of width bits in the high-order bits of the byte at off.
+func (c cmCodec) hi(off int, width uint, v *uint8) { c.bits(off, 8-width, width, v) }
+
+// flag is the single bit at bit of the byte at off.
+func (c cmCodec) flag(off int, bit uint, v *bool) {
+	if c.enc {
+		if *v {
+			c.d[off] |= 1 << bit
+		}
+	} else {
+		*v = c.d[off]&(1<<bit) != 0
+	}
+}
+
+// bytes is the len(b) bytes at off.
+func (c cmCodec) bytes(off int, b []byte) {
+	if c.enc {
+		copy(c.d[off:], b)
+	} else {
+		copy(b, c.d[off:])
+	}
+}
 
 // CMPath is one path of a REQ (primary or alternate).
 type CMPath struct {
@@ -118,26 +207,21 @@ type CMPath struct {
 	LocalACKTimeout     uint8 // 5 bits
 }
 
-func (p *CMPath) decode(d []byte) {
-	p.LocalLID, p.RemoteLID = u16(d[0:]), u16(d[2:])
-	p.LocalGID, p.RemoteGID = [16]byte(d[4:20]), [16]byte(d[20:36])
-	p.FlowLabel = u32(d[36:]) >> 12
-	p.PacketRate = lo(d[39], 6)
-	p.TrafficClass, p.HopLimit = d[40], d[41]
-	p.SL, p.SubnetLocal = hi(d[42], 4), bitAt(d[42], 3)
-	p.LocalACKTimeout = hi(d[43], 5)
-}
+// cmPathLen is the size of a CMPath in a REQ.
+const cmPathLen = 44
 
-func (p *CMPath) encode(d []byte) {
-	setU16(d[0:], p.LocalLID)
-	setU16(d[2:], p.RemoteLID)
-	copy(d[4:20], p.LocalGID[:])
-	copy(d[20:36], p.RemoteGID[:])
-	setU32(d[36:], (p.FlowLabel&0xFFFFF)<<12)
-	d[39] |= p.PacketRate & 0x3F
-	d[40], d[41] = p.TrafficClass, p.HopLimit
-	d[42] = putHi(p.SL, 4) | boolBit(p.SubnetLocal, 3)
-	d[43] = putHi(p.LocalACKTimeout, 5)
+func (p *CMPath) layout(c cmCodec) {
+	c.u16(0, &p.LocalLID)
+	c.u16(2, &p.RemoteLID)
+	c.bytes(4, p.LocalGID[:])
+	c.bytes(20, p.RemoteGID[:])
+	c.bits32(36, 12, 20, &p.FlowLabel)
+	c.bits(39, 0, 6, &p.PacketRate)
+	c.u8(40, &p.TrafficClass)
+	c.u8(41, &p.HopLimit)
+	c.hi(42, 4, &p.SL)
+	c.flag(42, 3, &p.SubnetLocal)
+	c.hi(43, 5, &p.LocalACKTimeout)
 }
 
 // CMReq is a REQ (IBA Table 106).
@@ -169,51 +253,40 @@ type CMReq struct {
 	PrivateData             [CMReqPrivateLen]byte
 }
 
-// DecodeCMReq reads a REQ from m's class data.
-func DecodeCMReq(m MAD) CMReq {
-	d := dataOf(m)
-	var r CMReq
-	r.LocalCommID, r.ServiceID, r.LocalCAGUID = u32(d[0:]), u64(d[8:]), u64(d[16:])
-	r.LocalQKey = u32(d[28:])
-	r.LocalQPN, r.ResponderResources = u24(d[32:]), d[35]
-	r.LocalEECN, r.InitiatorDepth = u24(d[36:]), d[39]
-	r.RemoteEECN = u24(d[40:])
-	r.RemoteCMResponseTimeout, r.TransportType, r.EndToEndFlowControl = hi(d[43], 5), (d[43]>>1)&3, bitAt(d[43], 0)
-	r.StartingPSN = u24(d[44:])
-	r.LocalCMResponseTimeout, r.RetryCount = hi(d[47], 5), lo(d[47], 3)
-	r.PKey = u16(d[48:])
-	r.PathMTU, r.RDCExists, r.RNRRetryCount = hi(d[50], 4), bitAt(d[50], 3), lo(d[50], 3)
-	r.MaxCMRetries, r.SRQ, r.ExtTransportType = hi(d[51], 4), bitAt(d[51], 3), lo(d[51], 3)
-	r.Primary.decode(d[52:96])
-	r.Alternate.decode(d[96:140])
-	r.SAPSupported = bitAt(d[139], 2)
-	copy(r.PrivateData[:], d[140:232])
-	return r
+func (r *CMReq) layout(c cmCodec) {
+	c.u32(0, &r.LocalCommID)
+	c.u64(8, &r.ServiceID)
+	c.u64(16, &r.LocalCAGUID)
+	c.u32(28, &r.LocalQKey)
+	c.u24(32, &r.LocalQPN)
+	c.u8(35, &r.ResponderResources)
+	c.u24(36, &r.LocalEECN)
+	c.u8(39, &r.InitiatorDepth)
+	c.u24(40, &r.RemoteEECN)
+	c.hi(43, 5, &r.RemoteCMResponseTimeout)
+	c.bits(43, 1, 2, &r.TransportType)
+	c.flag(43, 0, &r.EndToEndFlowControl)
+	c.u24(44, &r.StartingPSN)
+	c.hi(47, 5, &r.LocalCMResponseTimeout)
+	c.bits(47, 0, 3, &r.RetryCount)
+	c.u16(48, &r.PKey)
+	c.hi(50, 4, &r.PathMTU)
+	c.flag(50, 3, &r.RDCExists)
+	c.bits(50, 0, 3, &r.RNRRetryCount)
+	c.hi(51, 4, &r.MaxCMRetries)
+	c.flag(51, 3, &r.SRQ)
+	c.bits(51, 0, 3, &r.ExtTransportType)
+	r.Primary.layout(c.sub(52, cmPathLen))
+	r.Alternate.layout(c.sub(96, cmPathLen))
+	c.flag(139, 2, &r.SAPSupported) // in the alternate path's last byte
+	c.bytes(140, r.PrivateData[:])
 }
 
+// DecodeCMReq reads a REQ from m's class data.
+func DecodeCMReq(m MAD) CMReq { return decodeCM[CMReq](m) }
+
 // Encode writes r into m's class data.
-func (r *CMReq) Encode(m MAD) {
-	d := clearData(dataOf(m))
-	setU32(d[0:], r.LocalCommID)
-	setU64(d[8:], r.ServiceID)
-	setU64(d[16:], r.LocalCAGUID)
-	setU32(d[28:], r.LocalQKey)
-	setU24(d[32:], r.LocalQPN)
-	d[35] = r.ResponderResources
-	setU24(d[36:], r.LocalEECN)
-	d[39] = r.InitiatorDepth
-	setU24(d[40:], r.RemoteEECN)
-	d[43] = putHi(r.RemoteCMResponseTimeout, 5) | (r.TransportType&3)<<1 | boolBit(r.EndToEndFlowControl, 0)
-	setU24(d[44:], r.StartingPSN)
-	d[47] = putHi(r.LocalCMResponseTimeout, 5) | r.RetryCount&7
-	setU16(d[48:], r.PKey)
-	d[50] = putHi(r.PathMTU, 4) | boolBit(r.RDCExists, 3) | r.RNRRetryCount&7
-	d[51] = putHi(r.MaxCMRetries, 4) | boolBit(r.SRQ, 3) | r.ExtTransportType&7
-	r.Primary.encode(d[52:96])
-	r.Alternate.encode(d[96:140])
-	d[139] |= boolBit(r.SAPSupported, 2)
-	copy(d[140:232], r.PrivateData[:])
-}
+func (r *CMReq) Encode(m MAD) { r.layout(cmEncoder(m)) }
 
 // CMMRA is an MRA (IBA Table 107).
 type CMMRA struct {
@@ -223,24 +296,19 @@ type CMMRA struct {
 	PrivateData               [CMMRAPrivateLen]byte
 }
 
-// DecodeCMMRA reads an MRA.
-func DecodeCMMRA(m MAD) CMMRA {
-	d := dataOf(m)
-	var r CMMRA
-	r.LocalCommID, r.RemoteCommID = u32(d[0:]), u32(d[4:])
-	r.MessageMRAed, r.ServiceTimeout = hi(d[8], 2), hi(d[9], 5)
-	copy(r.PrivateData[:], d[10:232])
-	return r
+func (r *CMMRA) layout(c cmCodec) {
+	c.u32(0, &r.LocalCommID)
+	c.u32(4, &r.RemoteCommID)
+	c.hi(8, 2, &r.MessageMRAed)
+	c.hi(9, 5, &r.ServiceTimeout)
+	c.bytes(10, r.PrivateData[:])
 }
 
+// DecodeCMMRA reads an MRA.
+func DecodeCMMRA(m MAD) CMMRA { return decodeCM[CMMRA](m) }
+
 // Encode writes r into m's class data.
-func (r *CMMRA) Encode(m MAD) {
-	d := clearData(dataOf(m))
-	setU32(d[0:], r.LocalCommID)
-	setU32(d[4:], r.RemoteCommID)
-	d[8], d[9] = putHi(r.MessageMRAed, 2), putHi(r.ServiceTimeout, 5)
-	copy(d[10:232], r.PrivateData[:])
-}
+func (r *CMMRA) Encode(m MAD) { r.layout(cmEncoder(m)) }
 
 // CMRej is a REJ (IBA Table 108).
 type CMRej struct {
@@ -252,28 +320,21 @@ type CMRej struct {
 	PrivateData               [CMRejPrivateLen]byte
 }
 
-// DecodeCMRej reads a REJ.
-func DecodeCMRej(m MAD) CMRej {
-	d := dataOf(m)
-	var r CMRej
-	r.LocalCommID, r.RemoteCommID = u32(d[0:]), u32(d[4:])
-	r.MessageRejected, r.RejectedInfoLen = hi(d[8], 2), hi(d[9], 7)
-	r.Reason = u16(d[10:])
-	copy(r.ARI[:], d[12:84])
-	copy(r.PrivateData[:], d[84:232])
-	return r
+func (r *CMRej) layout(c cmCodec) {
+	c.u32(0, &r.LocalCommID)
+	c.u32(4, &r.RemoteCommID)
+	c.hi(8, 2, &r.MessageRejected)
+	c.hi(9, 7, &r.RejectedInfoLen)
+	c.u16(10, &r.Reason)
+	c.bytes(12, r.ARI[:])
+	c.bytes(84, r.PrivateData[:])
 }
 
+// DecodeCMRej reads a REJ.
+func DecodeCMRej(m MAD) CMRej { return decodeCM[CMRej](m) }
+
 // Encode writes r into m's class data.
-func (r *CMRej) Encode(m MAD) {
-	d := clearData(dataOf(m))
-	setU32(d[0:], r.LocalCommID)
-	setU32(d[4:], r.RemoteCommID)
-	d[8], d[9] = putHi(r.MessageRejected, 2), putHi(r.RejectedInfoLen, 7)
-	setU16(d[10:], r.Reason)
-	copy(d[12:84], r.ARI[:])
-	copy(d[84:232], r.PrivateData[:])
-}
+func (r *CMRej) Encode(m MAD) { r.layout(cmEncoder(m)) }
 
 // CMRep is a REP (IBA Table 110).
 type CMRep struct {
@@ -293,35 +354,29 @@ type CMRep struct {
 	PrivateData               [CMRepPrivateLen]byte
 }
 
-// DecodeCMRep reads a REP.
-func DecodeCMRep(m MAD) CMRep {
-	d := dataOf(m)
-	var r CMRep
-	r.LocalCommID, r.RemoteCommID, r.LocalQKey = u32(d[0:]), u32(d[4:]), u32(d[8:])
-	r.LocalQPN, r.LocalEECN, r.StartingPSN = u24(d[12:]), u24(d[16:]), u24(d[20:])
-	r.ResponderResources, r.InitiatorDepth = d[24], d[25]
-	r.TargetACKDelay, r.FailoverAccepted, r.EndToEndFlowControl = hi(d[26], 5), (d[26]>>1)&3, bitAt(d[26], 0)
-	r.RNRRetryCount, r.SRQ = hi(d[27], 3), bitAt(d[27], 4)
-	r.LocalCAGUID = u64(d[28:])
-	copy(r.PrivateData[:], d[36:232])
-	return r
+func (r *CMRep) layout(c cmCodec) {
+	c.u32(0, &r.LocalCommID)
+	c.u32(4, &r.RemoteCommID)
+	c.u32(8, &r.LocalQKey)
+	c.u24(12, &r.LocalQPN)
+	c.u24(16, &r.LocalEECN)
+	c.u24(20, &r.StartingPSN)
+	c.u8(24, &r.ResponderResources)
+	c.u8(25, &r.InitiatorDepth)
+	c.hi(26, 5, &r.TargetACKDelay)
+	c.bits(26, 1, 2, &r.FailoverAccepted)
+	c.flag(26, 0, &r.EndToEndFlowControl)
+	c.hi(27, 3, &r.RNRRetryCount)
+	c.flag(27, 4, &r.SRQ)
+	c.u64(28, &r.LocalCAGUID)
+	c.bytes(36, r.PrivateData[:])
 }
 
+// DecodeCMRep reads a REP.
+func DecodeCMRep(m MAD) CMRep { return decodeCM[CMRep](m) }
+
 // Encode writes r into m's class data.
-func (r *CMRep) Encode(m MAD) {
-	d := clearData(dataOf(m))
-	setU32(d[0:], r.LocalCommID)
-	setU32(d[4:], r.RemoteCommID)
-	setU32(d[8:], r.LocalQKey)
-	setU24(d[12:], r.LocalQPN)
-	setU24(d[16:], r.LocalEECN)
-	setU24(d[20:], r.StartingPSN)
-	d[24], d[25] = r.ResponderResources, r.InitiatorDepth
-	d[26] = putHi(r.TargetACKDelay, 5) | (r.FailoverAccepted&3)<<1 | boolBit(r.EndToEndFlowControl, 0)
-	d[27] = putHi(r.RNRRetryCount, 3) | boolBit(r.SRQ, 4)
-	setU64(d[28:], r.LocalCAGUID)
-	copy(d[36:232], r.PrivateData[:])
-}
+func (r *CMRep) Encode(m MAD) { r.layout(cmEncoder(m)) }
 
 // CMPair is an RTU or a DREP (IBA Tables 111, 113): two communication IDs
 // and private data. A DREQ (Table 112) adds the remote QPN, in
@@ -332,29 +387,23 @@ type CMPair struct {
 	PrivateData               [CMRTUPrivateLen]byte
 }
 
+func (r *CMPair) layout(c cmCodec, dreq bool) {
+	c.u32(0, &r.LocalCommID)
+	c.u32(4, &r.RemoteCommID)
+	if dreq {
+		c.u24(8, &r.RemoteQPN)
+		c.bytes(12, r.PrivateData[:CMDReqPrivateLen])
+	} else {
+		c.bytes(8, r.PrivateData[:])
+	}
+}
+
 // DecodeCMPair reads an RTU or DREP (dreq false) or a DREQ (dreq true).
 func DecodeCMPair(m MAD, dreq bool) CMPair {
-	d := dataOf(m)
 	var r CMPair
-	r.LocalCommID, r.RemoteCommID = u32(d[0:]), u32(d[4:])
-	if dreq {
-		r.RemoteQPN = u24(d[8:])
-		copy(r.PrivateData[:], d[12:232])
-	} else {
-		copy(r.PrivateData[:], d[8:232])
-	}
+	r.layout(cmDecoder(m), dreq)
 	return r
 }
 
 // Encode writes r into m's class data as an RTU or DREP, or a DREQ.
-func (r *CMPair) Encode(m MAD, dreq bool) {
-	d := clearData(dataOf(m))
-	setU32(d[0:], r.LocalCommID)
-	setU32(d[4:], r.RemoteCommID)
-	if dreq {
-		setU24(d[8:], r.RemoteQPN)
-		copy(d[12:232], r.PrivateData[:CMDReqPrivateLen])
-	} else {
-		copy(d[8:232], r.PrivateData[:])
-	}
-}
+func (r *CMPair) Encode(m MAD, dreq bool) { r.layout(cmEncoder(m), dreq) }
