@@ -38,12 +38,7 @@ func TestBenchInterruptKeepsResults(t *testing.T) {
 	if code := exitCode(err); code != exitInterrupt {
 		t.Fatalf("exit %d (%v), want %d:\n%s", code, err, exitInterrupt, stderr.String())
 	}
-	out := stderr.String()
-	for _, want := range []string{"write-lat loopback", "interrupted after 1 result(s)", "not finished: read-lat, send-lat"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	wantOutput(t, stderr.String(), "write-lat loopback", "interrupted after 1 result(s)", "not finished: read-lat, send-lat")
 	if !strings.Contains(stdout.buf.String(), `"test":"write-lat"`) {
 		t.Errorf("JSON lost the finished result: %s", stdout.buf.String())
 	}
@@ -72,10 +67,5 @@ func TestBenchFailureKeepsResults(t *testing.T) {
 	if code := exitCode(err); code != exitFailure {
 		t.Fatalf("exit %d (%v), want %d:\n%s", code, err, exitFailure, stderr.String())
 	}
-	out := stderr.String()
-	for _, want := range []string{"write-lat iwarp", "failed after 1 result(s)", "not finished: read-lat"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	wantOutput(t, stderr.String(), "write-lat iwarp", "failed after 1 result(s)", "not finished: read-lat")
 }

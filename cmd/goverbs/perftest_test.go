@@ -13,20 +13,14 @@ import (
 // any other transport, an empty verbs device and a bad --rdma-cm before
 // touching the network.
 func TestPerftestCommandLine(t *testing.T) {
-	var ue *UsageError
-	for _, args := range [][]string{
+	wantUsageErrors(t, []string{"bench", "--perftest"}, [][]string{
 		{"--transport", "tcp", "--test", "write_lat", "--connect", "127.0.0.1"},
 		{"--transport", "verbs:", "--test", "write_lat", "--connect", "127.0.0.1"},
 		{"--transport", "verbs:rxe0", "--test", "write_lat", "--connect", "127.0.0.1", "--rdma-cm", "maybe"},
 		{"--transport", "verbs:rxe0", "--test", "write_lat"},
 		{"--transport", "verbs:rxe0", "--test", "nothing", "--connect", "127.0.0.1"},
 		{"--transport", "iwarp", "--rdma-cm", "no", "--test", "write_lat", "--connect", "127.0.0.1"},
-	} {
-		err := run(context.Background(), append([]string{"bench", "--perftest"}, args...), io.Discard, io.Discard)
-		if !errors.As(err, &ue) {
-			t.Errorf("bench --perftest %q: %v, want a usage error", args, err)
-		}
-	}
+	})
 }
 
 // --rdma-cm auto means yes on iWARP only, which also selects perftest's

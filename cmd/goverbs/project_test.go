@@ -17,11 +17,7 @@ func TestProject(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"100 ms", "90 ms", "1.11×", "1.25×"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	wantOutput(t, out, "100 ms", "90 ms", "1.11×", "1.25×")
 }
 
 func TestProjectFromRuns(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"regexp"
 	"strings"
@@ -103,15 +102,8 @@ func TestRstreamPlan(t *testing.T) {
 // TestRstreamRdmaCM: --rdma-cm takes yes or no, and no (the side TCP
 // channel) exists only on roce.
 func TestRstreamRdmaCM(t *testing.T) {
-	for _, args := range [][]string{
+	wantUsageErrors(t, []string{"rstream", "-s", "127.0.0.1"}, [][]string{
 		{"--rdma-cm", "maybe", "--transport", "roce"},
 		{"--rdma-cm", "no", "--transport", "iwarp"},
-	} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), append([]string{"rstream", "-s", "127.0.0.1"}, args...), &out, &errb)
-		var ue *UsageError
-		if !errors.As(err, &ue) {
-			t.Errorf("%v: got %v, want a UsageError", args, err)
-		}
-	}
+	})
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,29 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// wantUsageErrors runs goverbs with cmd and then each of argss, and fails
+// t for each command line that does not end in a UsageError.
+func wantUsageErrors(t *testing.T, cmd []string, argss [][]string) {
+	t.Helper()
+	for _, args := range argss {
+		err := run(context.Background(), append(slices.Clone(cmd), args...), io.Discard, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s %q: %v, want a usage error", strings.Join(cmd, " "), args, err)
+		}
+	}
+}
+
+// wantOutput fails t for each of want that out lacks.
+func wantOutput(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
 }
 
 // quick are flags that keep a bench run short in tests; the tests check the

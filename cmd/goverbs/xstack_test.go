@@ -13,17 +13,12 @@ import (
 // and in a build without rdma-core a verbs device, each before touching
 // the network.
 func TestXstackCommandLine(t *testing.T) {
-	var ue *UsageError
-	for _, args := range [][]string{
+	wantUsageErrors(t, []string{"xstack"}, [][]string{
 		{"-a", "127.0.0.1", "--transport", "iwarp"},
 		{"-c", "-s", "-a", "127.0.0.1", "--transport", "iwarp"},
 		{"-c", "--transport", "iwarp"},
 		{"-c", "-a", "127.0.0.1", "--transport", "tcp"},
-	} {
-		if err := run(context.Background(), append([]string{"xstack"}, args...), io.Discard, io.Discard); !errors.As(err, &ue) {
-			t.Errorf("xstack %q: %v, want a usage error", args, err)
-		}
-	}
+	})
 	err := run(context.Background(), []string{"xstack", "-c", "-a", "127.0.0.1", "--transport", "verbs:rxe0"}, io.Discard, io.Discard)
 	if rdmacoreBuilt {
 		return // the device may exist
