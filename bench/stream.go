@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -109,64 +107,30 @@ func (s *streamSession) acceptLoop(l *stream.Listener, ch chan<- acceptedConn, s
 // server takes them from its accept goroutines and files each under the
 // index it sends first.
 func (s *streamSession) prepare(*trial) error {
-	s.closeConns()
-	n := s.cfg.qps() * s.cfg.peers()
-	s.conns = make([]net.Conn, n)
-	if !s.server {
-		return s.dialStreams(n)
-	}
-	for i := range s.slns {
-		for range s.cfg.qps() {
-			if err := s.takeOne(i, n); err != nil {
-				s.closeConns()
-				return err
-			}
-		}
-	}
-	return nil
+	return s.openConns("stream", len(s.slns), s.dial, s.take)
 }
 
-func (s *streamSession) dialStreams(n int) error {
-	for i := range n {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := streamConfig.Dial(ctx, s.devs[0], s.addrs[i/s.cfg.qps()])
-		cancel()
-		if err == nil {
-			s.conns[i] = c
-			_, err = c.Write(binary.BigEndian.AppendUint32(nil, uint32(i)))
-		}
-		if err != nil {
-			s.closeConns()
-			return fmt.Errorf("bench: stream connection %d: %w", i, err)
-		}
-	}
-	return nil
+// dial opens the client's i'th stream.
+func (s *streamSession) dial(i int) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return streamConfig.Dial(ctx, s.devs[0], s.addrs[i/s.cfg.qps()])
 }
 
-// takeOne files the next connection accepted on listener l.
-func (s *streamSession) takeOne(l, n int) error {
+// take returns the next connection accepted on listener l.
+func (s *streamSession) take(l int) (net.Conn, error) {
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
 	var a acceptedConn
 	select {
 	case a = <-s.accepted[l]:
 	case <-t.C:
-		return errors.New("bench: no stream connection within 10s")
+		return nil, errors.New("bench: no stream connection within 10s")
 	}
 	if a.err != nil {
-		return fmt.Errorf("bench: accepting a stream: %w", a.err)
+		return nil, fmt.Errorf("bench: accepting a stream: %w", a.err)
 	}
-	var b [4]byte
-	a.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err := io.ReadFull(a.c, b[:])
-	a.c.SetReadDeadline(time.Time{})
-	i := int(binary.BigEndian.Uint32(b[:]))
-	if err != nil || i >= n || s.conns[i] != nil {
-		a.c.Close()
-		return errors.Join(err, fmt.Errorf("bench: stream connection with bad index %d", i))
-	}
-	s.conns[i] = a.c
-	return nil
+	return a.c, nil
 }
 
 // close closes the connections, then the listeners and their accept

@@ -58,15 +58,54 @@ func (s *tcpSession) listenTCP(host string) ([]string, error) {
 // its index; the server (whose prepare runs after the client's) accepts
 // them, already queued, and files each under its index.
 func (s *tcpSession) prepare(*trial) error {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	return s.openConns("tcp", len(s.lns),
+		func(i int) (net.Conn, error) { return d.Dial("tcp", s.addrs[i/s.cfg.qps()]) },
+		func(l int) (net.Conn, error) { return acceptTCP(s.lns[l]) })
+}
+
+// acceptTCP accepts a connection on ln within 10s.
+func acceptTCP(ln net.Listener) (net.Conn, error) {
+	if tl, ok := ln.(*net.TCPListener); ok {
+		tl.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("bench: accepting a tcp connection: %w", err)
+	}
+	return c, nil
+}
+
+// openConns opens a trial's connections, those of tcp-lat and tcp-bw and of
+// the stream tests alike (kind names them in errors). The client dials
+// each with dial, the i'th to the server's listener i/qps, and sends its
+// index first; the server takes qps connections from each of its
+// listeners with accept and files each under the index it reads.
+func (s *tcpSession) openConns(kind string, listeners int, dial func(i int) (net.Conn, error), accept func(l int) (net.Conn, error)) error {
 	s.closeConns() // the previous trial's
 	n := s.cfg.qps() * s.cfg.peers()
 	s.conns = make([]net.Conn, n)
-	if s.lns == nil {
-		return s.dialAll(n)
+	if !s.server {
+		for i := range n {
+			c, err := dial(i)
+			if err == nil {
+				s.conns[i] = c
+				_, err = c.Write(binary.BigEndian.AppendUint32(nil, uint32(i)))
+			}
+			if err != nil {
+				s.closeConns()
+				return fmt.Errorf("bench: %s connection %d: %w", kind, i, err)
+			}
+		}
+		return nil
 	}
-	for _, ln := range s.lns {
+	for l := range listeners {
 		for range s.cfg.qps() {
-			if err := s.acceptOne(ln, n); err != nil {
+			c, err := accept(l)
+			if err == nil {
+				err = s.file(kind, c, n)
+			}
+			if err != nil {
 				s.closeConns()
 				return err
 			}
@@ -75,38 +114,17 @@ func (s *tcpSession) prepare(*trial) error {
 	return nil
 }
 
-func (s *tcpSession) dialAll(n int) error {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	for i := range n {
-		c, err := d.Dial("tcp", s.addrs[i/s.cfg.qps()])
-		if err == nil {
-			_, err = c.Write(binary.BigEndian.AppendUint32(nil, uint32(i)))
-		}
-		if err != nil {
-			s.closeConns()
-			return fmt.Errorf("bench: tcp connection %d: %w", i, err)
-		}
-		s.conns[i] = c
-	}
-	return nil
-}
-
-func (s *tcpSession) acceptOne(ln net.Listener, n int) error {
-	if tl, ok := ln.(*net.TCPListener); ok {
-		tl.SetDeadline(time.Now().Add(10 * time.Second))
-	}
-	c, err := ln.Accept()
-	if err != nil {
-		return fmt.Errorf("bench: accepting a tcp connection: %w", err)
-	}
+// file reads the index an accepted connection sends first and files c
+// under it; it closes c if the index is missing, out of range or taken.
+func (s *tcpSession) file(kind string, c net.Conn, n int) error {
 	var b [4]byte
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = io.ReadFull(c, b[:])
+	_, err := io.ReadFull(c, b[:])
 	c.SetReadDeadline(time.Time{})
 	i := int(binary.BigEndian.Uint32(b[:]))
 	if err != nil || i >= n || s.conns[i] != nil {
 		c.Close()
-		return errors.Join(err, fmt.Errorf("bench: tcp connection with bad index %d", i))
+		return errors.Join(err, fmt.Errorf("bench: %s connection with bad index %d", kind, i))
 	}
 	s.conns[i] = c
 	return nil
