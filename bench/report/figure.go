@@ -83,12 +83,7 @@ func FigureOf(title string, results []Result) (*Figure, error) {
 // LatencyVsSize returns a plot of one-way latency in µs (log scale)
 // against message size (log2 scale).
 func LatencyVsSize(title string, series ...Series) *Plot {
-	return &Plot{
-		Title:  title,
-		X:      Axis{Label: "message size (bytes)", Scale: Log2},
-		Y:      Axis{Label: "one-way latency (µs)", Scale: Log10},
-		Series: series,
-	}
+	return &Plot{Title: title, X: sizeAxis, Y: latencyAxis, Series: series}
 }
 
 // latencySeries returns a statistic of each latency result against its

@@ -66,26 +66,22 @@ const (
 	ninesTop      = 5 // p99.999
 )
 
+// The axes of more than one kind of plot: message size and latency.
+var (
+	sizeAxis    = Axis{Label: "message size (bytes)", Scale: Log2}
+	latencyAxis = Axis{Label: "one-way latency (µs)", Scale: Log10}
+)
+
 // LatencyCDF returns a plot of latency distributions: x is latency in µs on
 // a log scale, y the cumulative fraction on a [Nines] scale.
 func LatencyCDF(title string, series ...Series) *Plot {
-	return &Plot{
-		Title:  title,
-		X:      Axis{Label: "one-way latency (µs)", Scale: Log10},
-		Y:      Axis{Label: "percentile", Scale: Nines},
-		Series: series,
-	}
+	return &Plot{Title: title, X: latencyAxis, Y: Axis{Label: "percentile", Scale: Nines}, Series: series}
 }
 
 // BandwidthVsSize returns a plot of bandwidth in MB/s (10^6 B/s) against
 // message size on a log2 scale.
 func BandwidthVsSize(title string, series ...Series) *Plot {
-	return &Plot{
-		Title:  title,
-		X:      Axis{Label: "message size (bytes)", Scale: Log2},
-		Y:      Axis{Label: "bandwidth (MB/s)", Scale: Linear},
-		Series: series,
-	}
+	return &Plot{Title: title, X: sizeAxis, Y: Axis{Label: "bandwidth (MB/s)", Scale: Linear}, Series: series}
 }
 
 // CDFSeries returns the latency distribution of r as a series. It uses the
