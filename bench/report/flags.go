@@ -28,11 +28,7 @@ func (z *Sizes) String() string {
 	if z == nil {
 		return ""
 	}
-	parts := make([]string, len(*z))
-	for i, n := range *z {
-		parts[i] = shortSize(n)
-	}
-	return strings.Join(parts, ",")
+	return joinComma(*z, shortSize)
 }
 
 // Thresholds is a [flag.Value] for --threshold: thresholds separated by
@@ -55,9 +51,14 @@ func (t *Thresholds) String() string {
 	if t == nil {
 		return ""
 	}
-	parts := make([]string, len(*t))
-	for i, th := range *t {
-		parts[i] = th.Text
+	return joinComma(*t, func(th Threshold) string { return th.Text })
+}
+
+// joinComma is a list flag's String: the text of each value, comma-separated.
+func joinComma[T any](vs []T, text func(T) string) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = text(v)
 	}
 	return strings.Join(parts, ",")
 }
