@@ -153,8 +153,17 @@ func (qp *QP) NextRecv() (w *RecvWQE, fault bool) {
 		return nil, false
 	}
 	w = q.slot(q.Next)
-	w.e.State = devcore.Started
 	q.Next++
+	return qp.handOutRecvLocked(w)
+}
+
+// handOutRecvLocked starts w, the receive NextRecv took (from the QP's
+// ring or its SRQ), and hands it to the link; one whose memory failed its
+// checks at post time completes instead with its preset status, and the
+// link gets nil and fault true.
+// Precondition: qp.mu is held. It unlocks qp.mu.
+func (qp *QP) handOutRecvLocked(w *RecvWQE) (*RecvWQE, bool) {
+	w.e.State = devcore.Started
 	if w.preset == provider.StatusSuccess {
 		qp.mu.Unlock()
 		return w, false

@@ -272,24 +272,13 @@ func (qp *QP) nextSRQRecvLocked() (*RecvWQE, bool) {
 		qp.mu.Unlock()
 		return nil, false
 	}
-	w.e.State = devcore.Started
 	if qp.srqTail == nil {
 		qp.srqHead = w
 	} else {
 		qp.srqTail.srqNext = w
 	}
 	qp.srqTail = w
-	if w.preset == provider.StatusSuccess {
-		qp.mu.Unlock()
-		return w, false
-	}
-	qp.completeRecvLocked(w, RecvResult{Status: w.preset, Opcode: provider.WCRecv})
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep != nil {
-		ep.Errored()
-	}
-	return nil, true
+	return qp.handOutRecvLocked(w)
 }
 
 // retireSRQLocked delivers, in the order qp took them, the finished SRQ
