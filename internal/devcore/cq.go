@@ -81,11 +81,15 @@ func (c *CQ[Q]) Push(wc *provider.WorkCompletion) (overran bool) {
 // Fail puts the CQ in error without a completion (the provider's own
 // queue broke); it reports whether this call did, so the error is raised
 // once.
-func (c *CQ[Q]) Fail() (first bool) {
+func (c *CQ[Q]) Fail() (first bool) { return c.latch(&c.overrun) }
+
+// latch sets flag, a condition of the CQ that lasts (overrun, closed),
+// and wakes the waiters; it reports whether this call set it.
+func (c *CQ[Q]) latch(flag *bool) (first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	first = !c.overrun
-	c.overrun = true
+	first = !*flag
+	*flag = true
 	c.wakeLocked()
 	return first
 }
@@ -199,14 +203,7 @@ func (c *CQ[Q]) Only() (qp Q, ok bool) {
 
 // Close stops the CQ and wakes its waiters; it reports whether this call
 // closed it.
-func (c *CQ[Q]) Close() (first bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	first = !c.closed
-	c.closed = true
-	c.wakeLocked()
-	return first
-}
+func (c *CQ[Q]) Close() (first bool) { return c.latch(&c.closed) }
 
 // Attach and Detach track the QPs that complete into the CQ.
 func (c *CQ[Q]) Attach(qp Q) {
