@@ -89,10 +89,6 @@ func newCMChannel(d *device) (*cmChannel, error) {
 	if err != nil {
 		return nil, wrap("rdma_create_event_channel", err)
 	}
-	if err := setNonblock(fd); err != nil {
-		destroyEventChannel(ch)
-		return nil, wrap("rdma_cm channel", err)
-	}
 	f, err := dupFile(fd, "rdma_cm channel")
 	if err != nil {
 		destroyEventChannel(ch)

@@ -46,10 +46,6 @@ func (d *device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 	if err != nil {
 		return nil, wrap("ibv_create_comp_channel", err)
 	}
-	if err := setNonblock(fd); err != nil {
-		destroyCompChannel(ch)
-		return nil, wrap("completion channel", err)
-	}
 	f, err := dupFile(fd, "cq channel")
 	if err != nil {
 		destroyCompChannel(ch)

@@ -5,9 +5,11 @@ package rdmacore
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,9 +161,6 @@ func openDev(name string) (*device, error) {
 	}
 	d.addrs = deviceAddrs(name, ifindex)
 	d.caps = d.buildCaps(&a)
-	if err := setNonblock(asyncFd(ctx)); err != nil {
-		return fail(fmt.Errorf("%w: async fd: %v", provider.ErrInvalidArgument, err))
-	}
 	if d.async, err = dupFile(asyncFd(ctx), name+" async events"); err != nil {
 		return fail(err)
 	}
@@ -173,10 +172,14 @@ func openDev(name string) (*device, error) {
 	return d, nil
 }
 
-// dupFile wraps a duplicate of fd in an *os.File registered with the
-// netpoller. The C library keeps (and closes) fd; closing the file wakes
-// every waiter without touching it.
+// dupFile makes fd, a descriptor the C library reads, nonblocking and
+// wraps a duplicate of it in an *os.File registered with the netpoller.
+// The C library keeps (and closes) fd; closing the file wakes every waiter
+// without touching it.
 func dupFile(fd int, name string) (*os.File, error) {
+	if err := setNonblock(fd); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", provider.ErrInvalidArgument, name, err)
+	}
 	nfd, err := syscall.Dup(fd)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dup %s: %v", provider.ErrLimit, name, err)
@@ -412,7 +415,8 @@ func (d *device) Close() error {
 		return provider.ErrClosed
 	}
 	d.closed = true
-	lns, qps, cqs, pds := keys(d.lns), keys(d.qps), keys(d.cqs), keys(d.pds)
+	lns, qps := slices.Collect(maps.Keys(d.lns)), slices.Collect(maps.Keys(d.qps))
+	cqs, pds := slices.Collect(maps.Keys(d.cqs)), slices.Collect(maps.Keys(d.pds))
 	mrs := make([]*mr, 0, len(d.mrs))
 	for _, m := range d.mrs {
 		mrs = append(mrs, m)
@@ -438,14 +442,6 @@ func (d *device) Close() error {
 	d.wg.Wait()
 	closeDevice(d.ctx)
 	return nil
-}
-
-func keys[K comparable](m map[K]struct{}) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 func (d *device) isClosed() bool {
