@@ -2,24 +2,19 @@ package perftest_test
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/interop/internal/interoptest"
 	"github.com/goverbs/goverbs/interop/perftest"
 	"github.com/goverbs/goverbs/iwarp"
-	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
 
 func openIWARP(t *testing.T) *verbs.Device {
 	t.Helper()
-	dev, err := verbs.Open(iwarp.New(iwarp.CapabilityBlock(false), iwarp.LocalCompletion(true)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev
+	return testkit.Open(t, iwarp.New(iwarp.CapabilityBlock(false), iwarp.LocalCompletion(true)))
 }
 
 // pair runs one test between a goverbs server and a goverbs client.
@@ -97,23 +92,13 @@ func checkResult(t *testing.T, test perftest.Test, cr, sr perftest.Result) {
 	}
 }
 
-func openRoCE(t *testing.T, ip string) (*verbs.Device, [16]byte) {
-	t.Helper()
-	dev, err := verbs.Open(roce.New(roce.Options{Addr: ip, PathMTU: 1024}))
-	if err != nil {
-		t.Skipf("no RoCE device on %s: %v", ip, err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev, netip.MustParseAddr(ip).As16()
-}
-
 // Every test between two goverbs peers over RoCEv2 with perftest's TCP
 // exchange (no -R), the way perftest runs over rxe.
 func TestRoCEOverTCP(t *testing.T) {
 	for _, test := range allTests {
 		t.Run(test.String(), func(t *testing.T) {
-			sdev, sgid := openRoCE(t, "127.0.0.1")
-			cdev, cgid := openRoCE(t, "127.0.0.2")
+			sdev, sgid := interoptest.OpenRoCE(t, "127.0.0.1")
+			cdev, cgid := interoptest.OpenRoCE(t, "127.0.0.2")
 			cfg := perftest.Config{Test: test, Iters: 300, MTU: 1024}
 			if !test.Latency() {
 				cfg.Size = 4096

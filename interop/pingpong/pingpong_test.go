@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/ib"
-	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/interop/internal/interoptest"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -47,26 +47,20 @@ func TestRcFill(t *testing.T) {
 	}
 }
 
-// openRoCE opens a RoCE device on a loopback address of its own, port
-// 4791, as rxe's peers must be.
-func openRoCE(t *testing.T, ip string) (*verbs.Device, [16]byte) {
-	t.Helper()
-	dev, err := verbs.Open(roce.New(roce.Options{Addr: ip, PathMTU: 1024}))
-	if err != nil {
-		t.Skipf("no RoCE device on %s: %v", ip, err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev, netip.MustParseAddr(ip).As16()
-}
-
 // A goverbs client and server over RoCEv2 on loopback, several sizes.
 func TestClientServerRoCE(t *testing.T) {
-	for _, size := range []int{1, 1000, 4096, 65536} {
+	clientServer(t, false, 1, 1000, 4096, 65536)
+}
+
+// clientServer runs 200 iterations between a goverbs client and server
+// over RoCEv2 on loopback for each size, UD queue pairs if ud.
+func clientServer(t *testing.T, ud bool, sizes ...int) {
+	for _, size := range sizes {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			sdev, sgid := openRoCE(t, "127.0.0.1")
-			cdev, cgid := openRoCE(t, "127.0.0.2")
+			sdev, sgid := interoptest.OpenRoCE(t, "127.0.0.1")
+			cdev, cgid := interoptest.OpenRoCE(t, "127.0.0.2")
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -74,10 +68,10 @@ func TestClientServerRoCE(t *testing.T) {
 			defer ln.Close()
 			done := make(chan error, 1)
 			go func() {
-				_, err := Serve(ctx, sdev, ln, Config{Size: size, Iters: 200, GID: sgid})
+				_, err := Serve(ctx, sdev, ln, Config{UD: ud, Size: size, Iters: 200, GID: sgid})
 				done <- err
 			}()
-			r, err := Client(ctx, cdev, ln.Addr().String(), Config{Size: size, Iters: 200, GID: cgid})
+			r, err := Client(ctx, cdev, ln.Addr().String(), Config{UD: ud, Size: size, Iters: 200, GID: cgid})
 			if serr := <-done; err != nil || serr != nil {
 				t.Fatalf("client: %v; server: %v", err, serr)
 			}
@@ -101,31 +95,7 @@ func TestServerRejectsBadData(t *testing.T) {
 // loopback: UD QPs, Q_Key 0x11111111, the GRH in front of every message
 // (its source checked), sizes up to the MTU.
 func TestClientServerUD(t *testing.T) {
-	for _, size := range []int{1, 1024} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			sdev, sgid := openRoCE(t, "127.0.0.1")
-			cdev, cgid := openRoCE(t, "127.0.0.2")
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			done := make(chan error, 1)
-			go func() {
-				_, err := Serve(ctx, sdev, ln, Config{UD: true, Size: size, Iters: 200, GID: sgid})
-				done <- err
-			}()
-			r, err := Client(ctx, cdev, ln.Addr().String(), Config{UD: true, Size: size, Iters: 200, GID: cgid})
-			if serr := <-done; err != nil || serr != nil {
-				t.Fatalf("client: %v; server: %v", err, serr)
-			}
-			if r.Iters != 200 {
-				t.Fatalf("%d iterations", r.Iters)
-			}
-		})
-	}
+	clientServer(t, true, 1, 1024)
 }
 
 // A UD message is one packet: more than the MTU is refused before any
@@ -144,7 +114,7 @@ func TestUDSizeAboveMTU(t *testing.T) {
 // A UD receive must come from the peer's QP, with the peer's address in
 // its GRH.
 func TestUDChecksOrigin(t *testing.T) {
-	dev, _ := openRoCE(t, "127.0.0.1")
+	dev, _ := interoptest.OpenRoCE(t, "127.0.0.1")
 	s, err := newSide(dev, Config{UD: true, Size: 8, Iters: 1, RxDepth: 2, MTU: 1024}, false)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/interop/rping"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -38,12 +39,7 @@ func TestPatternMatchesRping(t *testing.T) {
 
 func open(t *testing.T) *verbs.Device {
 	t.Helper()
-	dev, err := verbs.Open(iwarp.New(iwarp.CapabilityBlock(false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev
+	return testkit.Open(t, iwarp.New(iwarp.CapabilityBlock(false)))
 }
 
 // pair runs a client against a server over iWARP on loopback.

@@ -7,22 +7,13 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/leakcheck"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
-
-func open(t *testing.T, p verbs.Provider) *verbs.Device {
-	t.Helper()
-	d, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 // run does the exchange between a server on srv and a client on cli.
 func run(t *testing.T, srv, cli *verbs.Device, size int) {
@@ -57,14 +48,14 @@ func run(t *testing.T, srv, cli *verbs.Device, size int) {
 func TestRoCEIBCM(t *testing.T) {
 	o := roce.Options{Addr: "127.0.0.1:0", PathMTU: 1024, CM: roce.CMIB}
 	for _, size := range []int{16, 4096, 10000} {
-		run(t, open(t, roce.New(o)), open(t, roce.New(o)), size)
+		run(t, testkit.Open(t, roce.New(o)), testkit.Open(t, roce.New(o)), size)
 	}
 }
 
 // Between two pure-Go iWARP devices, as the lab's iwarp side meets
 // rdma-core on siw0.
 func TestIWARP(t *testing.T) {
-	run(t, open(t, iwarp.New()), open(t, iwarp.New()), 4096)
+	run(t, testkit.Open(t, iwarp.New()), testkit.Open(t, iwarp.New()), 4096)
 }
 
 func TestCheck(t *testing.T) {
