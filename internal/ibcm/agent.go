@@ -347,12 +347,28 @@ func (a *Agent) close(c *Conn) {
 	}
 }
 
-func (a *Agent) timeWait(c *Conn, now time.Time) {
+// disconnected moves c to TimeWait, once a DREQ has arrived or ours was
+// answered or timed out, and reports EventDisconnected.
+func (a *Agent) disconnected(c *Conn, now time.Time) {
 	if !c.active && c.state < StateEstablished {
 		a.pending--
 	}
 	c.state = StateTimeWait
 	a.setDue(c, now.Add(a.cfg.TimeWait))
+	a.event(c, Event{Type: EventDisconnected})
+}
+
+// timedOut ends c, whose peer or application never answered, with a REJ
+// (Timeout) that names the message left unanswered, and reports
+// EventTimeout.
+func (a *Agent) timedOut(c *Conn) {
+	what := uint8(ib.CMMsgREQ)
+	if c.state == StateREPSent || c.state == StateREPRcvd {
+		what = ib.CMMsgREP
+	}
+	a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, ib.RejTimeout, nil)
+	a.close(c)
+	a.event(c, Event{Type: EventTimeout})
 }
 
 func (a *Agent) event(c *Conn, ev Event) {
@@ -397,26 +413,13 @@ func (a *Agent) Tick(now time.Time) {
 			}
 			a.ctr.Timeouts++
 			if c.state == StateDREQSent {
-				a.timeWait(c, now)
-				a.event(c, Event{Type: EventDisconnected})
+				a.disconnected(c, now)
 				continue
 			}
-			what := uint8(ib.CMMsgREQ)
-			if c.state == StateREPSent {
-				what = ib.CMMsgREP
-			}
-			a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, ib.RejTimeout, nil)
-			a.close(c)
-			a.event(c, Event{Type: EventTimeout})
+			a.timedOut(c)
 		case StateREQRcvd, StateREPRcvd: // the application never answered
 			a.ctr.Timeouts++
-			what := uint8(ib.CMMsgREQ)
-			if c.state == StateREPRcvd {
-				what = ib.CMMsgREP
-			}
-			a.sendRej(c.Peer, c.tid, c.LocalID, c.RemoteID, what, ib.RejTimeout, nil)
-			a.close(c)
-			a.event(c, Event{Type: EventTimeout})
+			a.timedOut(c)
 		case StateTimeWait:
 			a.close(c)
 		default:

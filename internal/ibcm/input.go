@@ -88,8 +88,7 @@ func (a *Agent) Input(src netip.AddrPort, b []byte, now time.Time) {
 			return
 		}
 		a.ctr.Disconnections++
-		a.timeWait(c, now)
-		a.event(c, Event{Type: EventDisconnected})
+		a.disconnected(c, now)
 	case ib.AttrCMDRep:
 		r := ib.DecodeCMPair(m, false)
 		c := a.find(src, r.RemoteCommID)
@@ -101,8 +100,7 @@ func (a *Agent) Input(src netip.AddrPort, b []byte, now time.Time) {
 			return
 		}
 		a.ctr.Disconnections++
-		a.timeWait(c, now)
-		a.event(c, Event{Type: EventDisconnected})
+		a.disconnected(c, now)
 	default:
 		a.ctr.DropUnknownAttr++
 	}
