@@ -42,15 +42,31 @@ func (s *session) post(op verbs.Opcode, signaled bool) error {
 // next number. The server writes first. Samples are the times between
 // successive posts: round trips.
 func (s *session) writeLat(ctx context.Context) (*stats.Recorder, error) {
-	n, size := s.cfg.Iters, s.cfg.Size
+	size := s.cfg.Size
 	b := s.buf.Bytes()
 	poll := s.half + size - 1
+	return s.pingPong(ctx, !s.client,
+		func(rcnt int) error { return s.spinFor(ctx, b, poll, byte(rcnt)) },
+		func(scnt int) error {
+			b[size-1] = byte(scnt)
+			return s.post(verbs.OpWrite, true)
+		})
+}
+
+// pingPong is the loop writeLat and sendLat share: Iters messages each
+// way, each side waiting for the peer's next one (recv, told how many
+// have come, this one included) before it posts its own (send, told its
+// number, from 1) and waits for that to complete; the side that goes
+// first posts before it has received. Samples are the times between
+// successive posts: round trips.
+func (s *session) pingPong(ctx context.Context, first bool, recv, send func(n int) error) (*stats.Recorder, error) {
+	n := s.cfg.Iters
 	rec := stats.NewRecorder(n, stats.RoundTrip)
 	var t int64
 	for scnt, rcnt := 0, 0; scnt < n || rcnt < n; {
-		if rcnt < n && !(scnt == 0 && !s.client) {
+		if rcnt < n && !(scnt == 0 && first) {
 			rcnt++
-			if err := s.spinFor(ctx, b, poll, byte(rcnt)); err != nil {
+			if err := recv(rcnt); err != nil {
 				return rec, err
 			}
 		}
@@ -61,8 +77,7 @@ func (s *session) writeLat(ctx context.Context) (*stats.Recorder, error) {
 				t = stats.Mono()
 			}
 			scnt++
-			b[size-1] = byte(scnt)
-			if err := s.post(verbs.OpWrite, true); err != nil {
+			if err := send(scnt); err != nil {
 				return rec, err
 			}
 			if _, err := s.ep.Await(ctx, endpoint.ByID(idData)); err != nil {
@@ -141,30 +156,7 @@ func (s *session) recvOne(ctx context.Context, rcnt int) error {
 // receive is re-posted before the answer goes out. Samples are round
 // trips between successive SENDs.
 func (s *session) sendLat(ctx context.Context) (*stats.Recorder, error) {
-	n := s.cfg.Iters
-	rec := stats.NewRecorder(n, stats.RoundTrip)
-	var t int64
-	for scnt, rcnt := 0, 0; scnt < n || rcnt < n; {
-		if rcnt < n && !(scnt == 0 && s.client) {
-			rcnt++
-			if err := s.recvOne(ctx, rcnt); err != nil {
-				return rec, err
-			}
-		}
-		if scnt < n {
-			if scnt > 0 {
-				t = rec.RecordSince(t)
-			} else {
-				t = stats.Mono()
-			}
-			scnt++
-			if err := s.post(verbs.OpSend, true); err != nil {
-				return rec, err
-			}
-			if _, err := s.ep.Await(ctx, endpoint.ByID(idData)); err != nil {
-				return rec, err
-			}
-		}
-	}
-	return rec, nil
+	return s.pingPong(ctx, s.client,
+		func(rcnt int) error { return s.recvOne(ctx, rcnt) },
+		func(int) error { return s.post(verbs.OpSend, true) })
 }
