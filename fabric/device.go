@@ -4,6 +4,8 @@ package fabric
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/goverbs/goverbs/internal/devcore"
@@ -179,8 +181,8 @@ func (d *Device) event(ev provider.AsyncEvent) { d.events.Send(ev) }
 func (d *Device) Close() error {
 	d.mu.Lock()
 	err := devcore.CloseOnce(&d.closed)
-	qps := keysOf(d.allQPs)
-	lns := keysOf(d.listeners)
+	qps := slices.Collect(maps.Keys(d.allQPs))
+	lns := slices.Collect(maps.Keys(d.listeners))
 	d.mu.Unlock()
 	if err != nil {
 		return err
@@ -196,7 +198,7 @@ func (d *Device) Close() error {
 	}
 	d.prog.stop()
 	d.mu.Lock()
-	cqs, pds := keysOf(d.cqs), keysOf(d.pds)
+	cqs, pds := slices.Collect(maps.Keys(d.cqs)), slices.Collect(maps.Keys(d.pds))
 	d.mu.Unlock()
 	for _, cq := range cqs {
 		cq.release()
@@ -215,14 +217,6 @@ func (d *Device) release() {
 	_C_close(d.fabric)
 	_C_freeinfo(d.info)
 	d.eq, d.fabric, d.info = 0, 0, 0
-}
-
-func keysOf[K comparable, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // isClosed reports whether Close has begun.

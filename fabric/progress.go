@@ -3,7 +3,9 @@
 package fabric
 
 import (
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,7 +261,7 @@ func (p *progress) retryStalled() bool {
 		p.mu.Unlock()
 		return false
 	}
-	qps := keysOf(p.stalled)
+	qps := slices.Collect(maps.Keys(p.stalled))
 	clear(p.stalled)
 	p.mu.Unlock()
 	for _, qp := range qps {
