@@ -88,10 +88,13 @@ func (s *side) msg() []byte {
 	return s.buf.Bytes()[:s.cfg.Size]
 }
 
-// newSide creates the QP (send depth 1, RxDepth receives, as
-// pp_init_ctx) in INIT with no remote rights (UD: with the Q_Key), and
-// posts the receives.
+// newSide checks cfg, filling in its defaults, creates the QP (send depth
+// 1, RxDepth receives, as pp_init_ctx) in INIT with no remote rights (UD:
+// with the Q_Key), and posts the receives.
 func newSide(dev *verbs.Device, cfg Config, client bool) (*side, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
 	typ, n := verbs.QPTypeRC, cfg.Size
 	if cfg.UD {
 		typ, n = verbs.QPTypeUD, cfg.Size+verbs.GRHLen
@@ -176,9 +179,6 @@ func (s *side) connectUD() error {
 // Client exchanges addresses with the ibv_rc_pingpong server at addr
 // ("host:port"), then runs the ping-pong, sending first.
 func Client(ctx context.Context, dev *verbs.Device, addr string, cfg Config) (Result, error) {
-	if err := cfg.normalize(); err != nil {
-		return Result{}, err
-	}
 	s, err := newSide(dev, cfg, true)
 	if err != nil {
 		return Result{}, err
@@ -207,24 +207,27 @@ func (s *side) clientExchange(ctx context.Context, c net.Conn) error {
 	if _, err := c.Write(s.my.wire()); err != nil {
 		return err
 	}
-	msg := make([]byte, msgSize)
-	if _, err := io.ReadFull(c, msg); err != nil {
-		return fmt.Errorf("pingpong: reading the server's address: %w", err)
-	}
-	var err error
-	if s.rem, err = parseDest(msg); err != nil {
+	if err := s.readDest(c, "server"); err != nil {
 		return err
 	}
-	_, err = c.Write([]byte("done\x00"))
+	_, err := c.Write([]byte("done\x00"))
+	return err
+}
+
+// readDest reads the peer's address message from c into s.rem.
+func (s *side) readDest(c net.Conn, peer string) error {
+	msg := make([]byte, msgSize)
+	if _, err := io.ReadFull(c, msg); err != nil {
+		return fmt.Errorf("pingpong: reading the %s's address: %w", peer, err)
+	}
+	var err error
+	s.rem, err = parseDest(msg)
 	return err
 }
 
 // Serve waits on ln for one ibv_rc_pingpong client, connects to it and
 // runs the ping-pong.
 func Serve(ctx context.Context, dev *verbs.Device, ln net.Listener, cfg Config) (Result, error) {
-	if err := cfg.normalize(); err != nil {
-		return Result{}, err
-	}
 	s, err := newSide(dev, cfg, false)
 	if err != nil {
 		return Result{}, err
@@ -249,12 +252,7 @@ func Serve(ctx context.Context, dev *verbs.Device, ln net.Listener, cfg Config) 
 func (s *side) serverExchange(ctx context.Context, c net.Conn) error {
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	msg := make([]byte, msgSize)
-	if _, err := io.ReadFull(c, msg); err != nil {
-		return fmt.Errorf("pingpong: reading the client's address: %w", err)
-	}
-	var err error
-	if s.rem, err = parseDest(msg); err != nil {
+	if err := s.readDest(c, "client"); err != nil {
 		return err
 	}
 	if err := s.connect(); err != nil {
