@@ -120,14 +120,7 @@ func (e *endpoint) rxReadResp(hdr, payload []byte, crc *iw.CRC32c, n int) error 
 	off := ent.got
 	fl.mu.Unlock()
 
-	x := &e.rx
-	pieces := appendRange(x.dst[:0], local, off, uint64(n))
-	err := e.placeSegs(pieces, payload, crc, n)
-	clear(pieces)
-	if err == nil && crc != nil {
-		err = e.trailer(crc)
-	}
-	if err != nil {
+	if err := e.placeRange(local, off, payload, crc, n); err != nil {
 		return err
 	}
 	fl.mu.Lock()
@@ -194,13 +187,7 @@ func (e *endpoint) rxSend(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c, n i
 			EType: iw.ETypeDDPUntaggedBuffer, Code: iw.CodeDDPUntaggedTooLong},
 			"message of at least %d bytes for a receive of %d", x.curLen+uint64(n), rw.Len))
 	}
-	pieces := appendRange(x.dst[:0], rw.Local, x.curLen, uint64(n))
-	err := e.placeSegs(pieces, payload, crc, n)
-	clear(pieces)
-	if err == nil && crc != nil {
-		err = e.trailer(crc)
-	}
-	if err != nil {
+	if err := e.placeRange(rw.Local, x.curLen, payload, crc, n); err != nil {
 		return err
 	}
 	x.curLen += uint64(n)

@@ -34,6 +34,19 @@ func scatter(pieces [][]byte, b []byte) {
 	}
 }
 
+// placeRange places a segment's n payload bytes at bytes [off, off+n) of
+// the memory segs names, then, for an FPDU streamed from the socket, reads
+// its trailer and checks the CRC.
+func (e *endpoint) placeRange(segs [][]byte, off uint64, payload []byte, crc *iw.CRC32c, n int) error {
+	pieces := appendRange(e.rx.dst[:0], segs, off, uint64(n))
+	err := e.placeSegs(pieces, payload, crc, n)
+	clear(pieces)
+	if err == nil && crc != nil {
+		err = e.trailer(crc)
+	}
+	return err
+}
+
 // placeSegs puts the segment's payload into pieces of memory the engine
 // owns (a receive WR's buffers, a READ's sink): from the buffer, or
 // streamed from the socket with the CRC taken on the way.

@@ -190,6 +190,20 @@ func privateQN(op iw.Opcode) uint32 {
 	return iw.QNReadRequest
 }
 
+// checkVersions checks the DDP and RDMAP versions of an untagged segment
+// with a private opcode; u holds at least its first two bytes.
+func checkVersions(u []byte) error {
+	switch {
+	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
+		return termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
+			"DDP version %d", iw.DDPControl(u[0]).Version())
+	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
+		return termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
+			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
+	}
+	return nil
+}
+
 // checkNotice validates the headers of a Final or Placed notice as
 // checkPrivate does and returns the header length.
 func checkNotice(u []byte, op iw.Opcode, have iw.Features) (int, error) {
@@ -197,13 +211,10 @@ func checkNotice(u []byte, op iw.Opcode, have iw.Features) (int, error) {
 	if op == opPlaced {
 		need, name = featurePlaced, "Placed"
 	}
+	if err := checkVersions(u); err != nil {
+		return 0, err
+	}
 	switch {
-	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
-		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
-			"DDP version %d", iw.DDPControl(u[0]).Version())
-	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
-		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
-			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
 	case have&need == 0:
 		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnexpectedOpcode,
 			"%s notice, which the peer did not announce", name)
@@ -224,12 +235,11 @@ func checkPrivate(u []byte, op iw.Opcode, have iw.Features) (int, error) {
 	case len(u) < iw.DDPUntaggedHeaderSize:
 		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPCatastrophic, iw.CodeLocalCatastrophic,
 			"%d-byte DDP segment", len(u))
-	case iw.DDPControl(u[0]).Version() != iw.DDPVersion:
-		return 0, termErrf(iw.LayerDDP, iw.ETypeDDPUntaggedBuffer, iw.CodeDDPUntaggedInvalidVersion,
-			"DDP version %d", iw.DDPControl(u[0]).Version())
-	case iw.RDMAPControl(u[1]).Version() != iw.RDMAPVersion:
-		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPInvalidVersion,
-			"RDMAP version %d", iw.RDMAPControl(u[1]).Version())
+	}
+	if err := checkVersions(u); err != nil {
+		return 0, err
+	}
+	switch {
 	case have&need == 0 || iw.DDPControl(u[0]).Tagged():
 		return 0, termErrf(iw.LayerRDMAP, iw.ETypeRDMAPRemoteOperation, iw.CodeRDMAPUnexpectedOpcode,
 			"opcode %#x not negotiated", uint8(op))
