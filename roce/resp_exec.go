@@ -226,9 +226,21 @@ func (s *responder) atomic(p *ib.Packet, psn ib.PSN) int {
 		orig = soft.FetchAdd(t.Buf, a.SwapAdd())
 	}
 	t.Release()
-	s.allocRes(resource{kind: resAtomic, first: psn, npkts: 1, orig: orig})
+	return s.respondOne(respAtomic, psn, orig)
+}
+
+// respondOne keeps the one-packet answer of the request at psn among the
+// responder's resources (a duplicate gets it again) and queues it: an
+// atomic's original value, or the empty read response of a FLUSH or an
+// ATOMIC WRITE. The request is executed: it counts one message.
+func (s *responder) respondOne(kind respKind, psn ib.PSN, orig uint64) int {
+	rk := resReadResp
+	if kind == respAtomic {
+		rk = resAtomic
+	}
+	s.allocRes(resource{kind: rk, first: psn, npkts: 1, orig: orig})
 	s.inUse++
-	s.out.push(respItem{kind: respAtomic, psn: psn, orig: orig, counted: true})
+	s.out.push(respItem{kind: kind, psn: psn, orig: orig, counted: true})
 	s.c.e.activate(s.c)
 	s.msn++
 	return 1
@@ -255,12 +267,7 @@ func (s *responder) flush(p *ib.Packet, psn ib.PSN) int {
 		s.fatal(ib.NAKRemoteOperational, psn, res.Err)
 		return 0
 	}
-	s.allocRes(resource{kind: resReadResp, first: psn, npkts: 1})
-	s.inUse++
-	s.out.push(respItem{kind: respReadResp, psn: psn, counted: true})
-	s.c.e.activate(s.c)
-	s.msn++
-	return 1
+	return s.respondOne(respReadResp, psn, 0)
 }
 
 // flushType decodes an FETH into the soft device's flush type.
@@ -301,10 +308,5 @@ func (s *responder) atomicWrite(p *ib.Packet, psn ib.PSN) int {
 	}
 	soft.AtomicStore(t.Buf, binary.NativeEndian.Uint64(p.Payload))
 	t.Release()
-	s.allocRes(resource{kind: resReadResp, first: psn, npkts: 1})
-	s.inUse++
-	s.out.push(respItem{kind: respReadResp, psn: psn, counted: true})
-	s.c.e.activate(s.c)
-	s.msn++
-	return 1
+	return s.respondOne(respReadResp, psn, 0)
 }
