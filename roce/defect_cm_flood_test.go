@@ -82,13 +82,6 @@ func dialOnce(d *verbs.Device, addr string, timeout time.Duration) (time.Duratio
 	return took, err
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestDefectCMFloodSilent: floodConns connections from 127.0.0.1 that
 // never speak, each reopened as soon as the listener drops it (so the
 // flood keeps more than the caps hold, however fast they evict), while a
@@ -103,8 +96,8 @@ func TestDefectCMFloodSilent(t *testing.T) {
 		floodChild(addr)
 		return
 	}
-	dials := envInt("GOVERBS_CM_FLOOD_DIALS", 100)
-	floodConns := envInt("GOVERBS_CM_FLOOD_CONNS", 300)
+	dials := testkit.EnvInt("GOVERBS_CM_FLOOD_DIALS", 100)
+	floodConns := testkit.EnvInt("GOVERBS_CM_FLOOD_CONNS", 300)
 	_, d, _, _ := cmtDevice(t, Options{}, 0)
 	_, client, _, _ := cmtDevice(t, Options{}, 0)
 	ln, err := d.Listen("127.0.0.1:0")
@@ -168,7 +161,7 @@ const floodChildEnv = "GOVERBS_ROCE_FLOOD_CHILD"
 // reopening each the listener drops, until stdin ends; it prints
 // FLOODING once it holds them all, and its figures at the end.
 func floodChild(addr string) {
-	n := envInt("GOVERBS_CM_FLOOD_CONNS", 300)
+	n := testkit.EnvInt("GOVERBS_CM_FLOOD_CONNS", 300)
 	stop := make(chan struct{})
 	var attempts, open, dropped atomic.Int64
 	var mu sync.Mutex

@@ -3,11 +3,10 @@ package roce_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -21,10 +20,7 @@ import (
 // (REM_ACCESS_ERR) or completes; after Deregister returns the owner sends
 // no byte of the region. GOVERBS_DEREG_TRIES sets the number of tries.
 func TestDeregisterWaitsForPeerRead(t *testing.T) {
-	tries := 6
-	if s := os.Getenv("GOVERBS_DEREG_TRIES"); s != "" {
-		tries, _ = strconv.Atoi(s)
-	}
+	tries := testkit.EnvInt("GOVERBS_DEREG_TRIES", 6)
 	const size = 8 << 20
 	// A 4x longer ACK timeout than the default (268 ms): the test is about
 	// Deregister, and on a loaded 2-CPU machine an 8 MiB READ under the

@@ -2,11 +2,10 @@ package roce_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -20,10 +19,7 @@ import (
 // complete successfully every time. GOVERBS_LASTSEND_TRIES sets the number
 // of tries.
 func TestLastSendAcknowledgedBeforeClose(t *testing.T) {
-	tries := 20
-	if s := os.Getenv("GOVERBS_LASTSEND_TRIES"); s != "" {
-		tries, _ = strconv.Atoi(s)
-	}
+	tries := testkit.EnvInt("GOVERBS_LASTSEND_TRIES", 20)
 	a := openDevice(t, roce.Options{})
 	b := openDevice(t, roce.Options{})
 	defer b.Close()

@@ -4,8 +4,6 @@ package shm_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -121,12 +119,7 @@ func must[T any](v T, err error) func(testing.TB) T { return testkit.Must(v, err
 
 // tries is how many times a test repeats a racy pattern: GOVERBS_SHM_TRIES
 // for a run by hand (issue 11 asks for 0 failures in 100), ci in CI.
-func tries(ci int) int {
-	if n, err := strconv.Atoi(os.Getenv("GOVERBS_SHM_TRIES")); err == nil && n > 0 {
-		return n
-	}
-	return ci
-}
+func tries(ci int) int { return testkit.EnvInt("GOVERBS_SHM_TRIES", ci) }
 
 // notifyModes are the engines' wake-up modes a test or benchmark runs in.
 var notifyModes = []shm.Notify{shm.NotifyEvent, shm.NotifyPoll}
