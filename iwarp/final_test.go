@@ -92,9 +92,11 @@ func scriptedResponder(t *testing.T, features iw.Features, end func(c net.Conn, 
 	return ln.Addr().String()
 }
 
-func finalNotice(placed uint64) []byte {
+// notice is the FPDU of a goverbs Final or Placed notice (op) that says
+// placed bytes of the stream were handled.
+func notice(op iw.Opcode, placed uint64) []byte {
 	u := make([]byte, iw.DDPUntaggedHeaderSize+8)
-	iw.DDPUntagged(u).Encode(&iw.DDPUntaggedFields{Last: true, Opcode: iwarp.OpFinal, QN: iw.QNTerminate, MSN: 1})
+	iw.DDPUntagged(u).Encode(&iw.DDPUntaggedFields{Last: true, Opcode: op, QN: iw.QNTerminate, MSN: 1})
 	binary.BigEndian.PutUint64(u[iw.DDPUntaggedHeaderSize:], placed)
 	h := &hostile{}
 	return h.fpdu(u)
@@ -111,8 +113,8 @@ func TestFinalNoticeConfirms(t *testing.T) {
 		end      func(c net.Conn, sendEnd, rtrEnd uint64)
 		want     verbs.Status
 	}{
-		{"covered", iwarp.FeatureFinal, func(c net.Conn, s, _ uint64) { c.Write(finalNotice(s)) }, verbs.StatusSuccess},
-		{"not covered", iwarp.FeatureFinal, func(c net.Conn, _, r uint64) { c.Write(finalNotice(r)) }, verbs.StatusWRFlushErr},
+		{"covered", iwarp.FeatureFinal, func(c net.Conn, s, _ uint64) { c.Write(notice(iwarp.OpFinal, s)) }, verbs.StatusSuccess},
+		{"not covered", iwarp.FeatureFinal, func(c net.Conn, _, r uint64) { c.Write(notice(iwarp.OpFinal, r)) }, verbs.StatusWRFlushErr},
 		{"not announced", 0, func(net.Conn, uint64, uint64) {}, verbs.StatusRetryExcErr},
 	}
 	d := openDev(t)

@@ -71,7 +71,7 @@ func TestPlacedNoticeConfirmsWithoutProbe(t *testing.T) {
 			case iw.OpReadRequest:
 				n++
 			case iw.OpSend:
-				c.Write(placedNotice(off))
+				c.Write(notice(iwarp.OpPlaced, off))
 				noticed = true
 			}
 		}
