@@ -32,6 +32,16 @@ func newKeyTable() *keyTable {
 	return &keyTable{keys: make(map[uint32]keyRef)}
 }
 
+// enqueueAll queues the WRs of one post, in order, with enqueue (which
+// resolves each WR's keys), under t's read lock taken once for the batch.
+func enqueueAll[W any](t *keyTable, wrs []W, enqueue func(*W)) {
+	t.mu.RLock()
+	for i := range wrs {
+		enqueue(&wrs[i])
+	}
+	t.mu.RUnlock()
+}
+
 // insert allocates a key for ref.
 func (t *keyTable) insert(ref keyRef) uint32 {
 	t.mu.Lock()

@@ -70,12 +70,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 		qp.mu.Unlock()
 		return err
 	}
-	keys := qp.dev.keys
-	keys.mu.RLock()
-	for i := range wrs {
-		qp.enqueueRecvLocked(&wrs[i])
-	}
-	keys.mu.RUnlock()
+	enqueueAll(qp.dev.keys, wrs, qp.enqueueRecvLocked)
 	if qp.state == provider.StateErr {
 		qp.rq.Flush()
 		qp.retireRecvLocked()

@@ -69,12 +69,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 		qp.mu.Unlock()
 		return err
 	}
-	keys := qp.dev.keys
-	keys.mu.RLock()
-	for i := range wrs {
-		qp.enqueueSendLocked(&wrs[i])
-	}
-	keys.mu.RUnlock()
+	enqueueAll(qp.dev.keys, wrs, qp.enqueueSendLocked)
 	ep, state := qp.ep, qp.state
 	if state == provider.StateErr {
 		qp.sq.Flush()

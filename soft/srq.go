@@ -111,12 +111,7 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) error {
 		}
 		return err
 	}
-	keys := s.dev.keys
-	keys.mu.RLock()
-	for i := range wrs {
-		s.enqueueLocked(&wrs[i])
-	}
-	keys.mu.RUnlock()
+	enqueueAll(s.dev.keys, wrs, s.enqueueLocked)
 	var wake []*QP
 	if len(s.waiters) > 0 && len(wrs) > 0 {
 		wake = s.waiters
