@@ -122,37 +122,30 @@ func FuzzCMMessages(f *testing.F) {
 		// (reserved bits aside, an encoded message is canonical).
 		out := MAD(make([]byte, MADLen))
 		copy(out, m[:MADHeaderLen])
-		req := DecodeCMReq(m)
-		req.Encode(out)
-		if DecodeCMReq(out) != req {
-			t.Fatal("REQ")
-		}
-		rep := DecodeCMRep(m)
-		rep.Encode(out)
-		if DecodeCMRep(out) != rep {
-			t.Fatal("REP")
-		}
-		rej := DecodeCMRej(m)
-		rej.Encode(out)
-		if DecodeCMRej(out) != rej {
-			t.Fatal("REJ")
-		}
-		mra := DecodeCMMRA(m)
-		mra.Encode(out)
-		if DecodeCMMRA(out) != mra {
-			t.Fatal("MRA")
-		}
+		canonical(t, "REQ", m, out, DecodeCMReq, (*CMReq).Encode)
+		canonical(t, "REP", m, out, DecodeCMRep, (*CMRep).Encode)
+		canonical(t, "REJ", m, out, DecodeCMRej, (*CMRej).Encode)
+		canonical(t, "MRA", m, out, DecodeCMMRA, (*CMMRA).Encode)
 		for _, dreq := range []bool{false, true} {
-			p := DecodeCMPair(m, dreq)
-			p.Encode(out, dreq)
-			if DecodeCMPair(out, dreq) != p {
-				t.Fatal("pair")
-			}
+			canonical(t, "pair", m, out,
+				func(m MAD) CMPair { return DecodeCMPair(m, dreq) },
+				func(p *CMPair, m MAD) { p.Encode(m, dreq) })
 		}
 		if out.Header() != m.Header() {
 			t.Fatal("header")
 		}
 	})
+}
+
+// canonical checks that the message decoded from m, encoded into out,
+// decodes to itself.
+func canonical[T comparable](t *testing.T, name string, m, out MAD, decode func(MAD) T, encode func(*T, MAD)) {
+	t.Helper()
+	r := decode(m)
+	encode(&r, out)
+	if decode(out) != r {
+		t.Fatal(name)
+	}
 }
 
 func FuzzParseUDPacket(f *testing.F) {
