@@ -123,6 +123,16 @@ func watchEvents(dev *verbs.Device, w io.Writer) (wait func()) {
 	return func() { <-done }
 }
 
+// watchDevice is watchEvents for a command that uses dev to its end: the
+// returned function closes dev, then waits for the last event.
+func watchDevice(dev *verbs.Device, w io.Writer) (closeDev func()) {
+	wait := watchEvents(dev, w)
+	return func() {
+		dev.Close()
+		wait()
+	}
+}
+
 // lockedWriter serialises the writes of the command and of watchEvents.
 type lockedWriter struct {
 	mu sync.Mutex

@@ -119,8 +119,7 @@ func perftestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	defer watchEvents(dev, stderr)()
-	defer dev.Close()
+	defer watchDevice(dev, stderr)()
 	res, err := f.run(ctx, dev, stderr)
 	if err != nil {
 		return err

@@ -75,8 +75,7 @@ func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	defer watchEvents(dev, stderr)()
-	defer dev.Close()
+	defer watchDevice(dev, stderr)()
 	f.cfg.GID, f.cfg.MTU = gid, verbs.MTU(f.roce.mtu)
 	var res pingpong.Result
 	role := "client"

@@ -97,8 +97,7 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer watchEvents(dev, stderr)()
-	defer dev.Close()
+	defer watchDevice(dev, stderr)()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
 	switch mode {
 	case "nowhere":

@@ -85,8 +85,7 @@ func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer watchEvents(dev, stderr)()
-	defer dev.Close()
+	defer watchDevice(dev, stderr)()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
 	role, res, err := rpingRun(ctx, dev, addr, f.cfg, f.client, stderr)
 	fmt.Fprintf(stdout, "goverbs rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
