@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/rdmacore"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -17,10 +18,7 @@ import (
 // ErrNotSupported, the PD intact. (A device with dma-buf support, mlx5 for
 // one, would reject this file instead: it is not a dma-buf.)
 func TestRegisterDmabufOnSoftwareDevices(t *testing.T) {
-	f, err := os.CreateTemp(t.TempDir(), "not-a-dmabuf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testkit.Must(os.CreateTemp(t.TempDir(), "not-a-dmabuf"))(t)
 	defer f.Close()
 	for _, d := range devices(t) {
 		t.Run(d.Name, func(t *testing.T) {
@@ -28,15 +26,7 @@ func TestRegisterDmabufOnSoftwareDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev, err := verbs.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.Close()
-			pd, err := dev.AllocPD()
-			if err != nil {
-				t.Fatal(err)
-			}
+			pd := testkit.Must(testkit.Open(t, p).AllocPD())(t)
 			mr, err := pd.RegisterDmabuf(verbs.Dmabuf{FD: int(f.Fd()), Length: 4096, IOVA: 1 << 20}, verbs.AccessLocalWrite)
 			if d.Caps.DataPath == verbs.DataPathSoftware && !errors.Is(err, verbs.ErrNotSupported) {
 				t.Fatalf("RegisterDmabuf on %s = %v, %v; want ErrNotSupported", d.Name, mr, err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/loopback"
 	"github.com/goverbs/goverbs/roce"
@@ -15,23 +16,12 @@ import (
 // memory: RegisterDmabuf refuses, never copies behind the user's back, and
 // leaves the PD as it was.
 func TestRegisterDmabufRefusedBySoftwareTransports(t *testing.T) {
-	f, err := os.CreateTemp(t.TempDir(), "not-a-dmabuf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testkit.Must(os.CreateTemp(t.TempDir(), "not-a-dmabuf"))(t)
 	defer f.Close()
 	providers := map[string]verbs.Provider{"loopback": loopback.New(), "iwarp": iwarp.New(), "roce": roce.New()}
 	for name, p := range providers {
 		t.Run(name, func(t *testing.T) {
-			dev, err := verbs.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.Close()
-			pd, err := dev.AllocPD()
-			if err != nil {
-				t.Fatal(err)
-			}
+			pd := testkit.Must(testkit.Open(t, p).AllocPD())(t)
 			d := verbs.Dmabuf{FD: int(f.Fd()), Length: 4096, IOVA: 1 << 20}
 			mr, err := pd.RegisterDmabuf(d, verbs.AccessLocalWrite|verbs.AccessRemoteRead)
 			if !errors.Is(err, verbs.ErrNotSupported) || mr != nil {
@@ -49,15 +39,7 @@ func TestRegisterDmabufRefusedBySoftwareTransports(t *testing.T) {
 
 // Arguments no device could take are refused before any device sees them.
 func TestRegisterDmabufInvalidArguments(t *testing.T) {
-	dev, err := verbs.Open(loopback.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pd := testkit.Must(testkit.Open(t, loopback.New()).AllocPD())(t)
 	defer pd.Close()
 	for _, tc := range []struct {
 		name   string
