@@ -216,13 +216,7 @@ func (cq *CQ) tryProgress() {
 }
 
 // Close implements provider.CQ; the verbs layer has checked no QP uses it.
-func (cq *CQ) Close() error {
-	if !untrack(cq.dev, cq.dev.cqs, cq) {
-		return provider.ErrClosed
-	}
-	cq.release()
-	return nil
-}
+func (cq *CQ) Close() error { return closeTracked(cq.dev, cq.dev.cqs, cq) }
 
 // release closes the CQ's libfabric CQs and wakes its waiters.
 func (cq *CQ) release() {

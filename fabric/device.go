@@ -257,14 +257,21 @@ func (d *Device) dispatchEQ(t eqTarget, ev *eqEvent) {
 	t.eqEvent(ev)
 }
 
-// untrack takes obj out of one of d's object sets (guarded by d.mu); it
-// reports false when obj was not there: closed already.
-func untrack[K comparable](d *Device, set map[K]struct{}, obj K) bool {
+// closeTracked is the Close of obj, an object in one of d's sets
+// (guarded by d.mu): it takes obj out of the set and releases its
+// libfabric objects, or fails with ErrClosed when obj was not there:
+// closed already.
+func closeTracked[K interface {
+	comparable
+	release()
+}](d *Device, set map[K]struct{}, obj K) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := set[obj]; !ok {
-		return false
-	}
+	_, ok := set[obj]
 	delete(set, obj)
-	return true
+	d.mu.Unlock()
+	if !ok {
+		return provider.ErrClosed
+	}
+	obj.release()
+	return nil
 }

@@ -48,13 +48,7 @@ func (d *Device) AllocPD() (provider.PD, error) {
 }
 
 // Close implements provider.PD; the verbs layer has checked the PD is unused.
-func (p *PD) Close() error {
-	if !untrack(p.dev, p.dev.pds, p) {
-		return provider.ErrClosed
-	}
-	p.release()
-	return nil
-}
+func (p *PD) Close() error { return closeTracked(p.dev, p.dev.pds, p) }
 
 // release closes the domain's CQs and the domain.
 func (p *PD) release() {
