@@ -12,13 +12,11 @@ import (
 // rwqe is a posted receive; wc is its completion once libfabric gave it
 // (unless the queue flushed it: e.Flushed).
 type rwqe struct {
-	e      devcore.Entry
-	id     uint64
-	sge    []sgeDesc
-	mrs    []*MR
-	preset provider.Status
-	flush  bool // complete as flushed: the QP entered ERR meanwhile
-	wc     provider.WorkCompletion
+	e  devcore.Entry
+	id uint64
+	wqeMemory
+	flush bool // complete as flushed: the QP entered ERR meanwhile
+	wc    provider.WorkCompletion
 }
 
 func (w *rwqe) Entry() *devcore.Entry { return &w.e }
@@ -63,20 +61,15 @@ func (qp *QP) checkRecvsLocked(wrs []provider.RecvWR) error {
 func (qp *QP) enqueueRecvLocked(wr *provider.RecvWR) {
 	q := &qp.rq
 	w := q.Slot(q.Head)
-	*w = rwqe{id: wr.ID, sge: w.sge[:0], mrs: w.mrs[:0]}
+	*w = rwqe{id: wr.ID, wqeMemory: w.cleared()}
 	w.e.Post(true) // every receive completes
 	keys := &qp.dev.keys
 	for _, s := range wr.SGL {
-		d, m, ok := keys.resolveLocked(qp.pd, s, true)
+		d, m, ok := w.resolveLocked(keys, qp.pd, s, true)
 		if !ok {
-			w.preset = provider.StatusLocProtErr
-			releaseMRs(&w.mrs)
-			w.sge = w.sge[:0]
 			break
 		}
-		m.localRefs.Add(1)
-		w.mrs = append(w.mrs, m)
-		w.sge = append(w.sge, d)
+		w.hold(d, m)
 	}
 	q.Head++
 }

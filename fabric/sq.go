@@ -15,20 +15,18 @@ import (
 // (Started: every part handed to libfabric), the status and the vendor
 // error.
 type swqe struct {
-	e      devcore.Entry
-	id     uint64
-	op     provider.Opcode
-	flags  provider.SendFlags
-	sge    []sgeDesc
-	mrs    []*MR // regions referenced until the WR completes
+	e     devcore.Entry
+	id    uint64
+	op    provider.Opcode
+	flags provider.SendFlags
+	wqeMemory
 	length uint64
 	remote provider.RemoteAddr
 	cmpAdd uint64
 	swap   uint64
 	imm    uint32
-	preset provider.Status // a failure found at post time
-	rr     bool            // counts against the ORD
-	write  bool            // an RDMA WRITE (for ordering gates)
+	rr     bool // counts against the ORD
+	write  bool // an RDMA WRITE (for ordering gates)
 
 	parts   int8 // libfabric operations the WR needs (2: WRITE then SEND)
 	posted  int8 // parts handed to libfabric
@@ -43,6 +41,41 @@ func (w *swqe) Entry() *devcore.Entry { return &w.e }
 func (w *swqe) Release() {
 	releaseMRs(&w.mrs)
 	w.pending = 0
+}
+
+// wqeMemory is the memory a posted WR resolved to: its SGEs and the
+// regions it references until it completes, or, when an SGE failed its
+// checks at post time, the status it completes with (SEMANTICS 14).
+type wqeMemory struct {
+	sge    []sgeDesc
+	mrs    []*MR
+	preset provider.Status
+}
+
+// cleared is m emptied for the next WR, its slices' capacity kept.
+func (m *wqeMemory) cleared() wqeMemory { return wqeMemory{sge: m.sge[:0], mrs: m.mrs[:0]} }
+
+// resolveLocked resolves the WR's next SGE against pd's regions (write:
+// the WR writes into it). One that fails its checks drops what the WR
+// resolved so far and presets StatusLocProtErr: resolveLocked reports
+// false, and the WR resolves no more.
+// Precondition: keys.mu (read) is held.
+func (m *wqeMemory) resolveLocked(keys *keyTable, pd *PD, s provider.SGE, write bool) (sgeDesc, *MR, bool) {
+	d, r, ok := keys.resolveLocked(pd, s, write)
+	if !ok {
+		m.preset = provider.StatusLocProtErr
+		releaseMRs(&m.mrs)
+		m.sge = m.sge[:0]
+	}
+	return d, r, ok
+}
+
+// hold adds d, in region r, to the WR's SGEs and references r until the
+// WR completes.
+func (m *wqeMemory) hold(d sgeDesc, r *MR) {
+	r.localRefs.Add(1)
+	m.mrs = append(m.mrs, r)
+	m.sge = append(m.sge, d)
 }
 
 // releaseMRs drops a WR's references on its regions.
@@ -164,7 +197,7 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 	w := q.Slot(q.Head)
 	*w = swqe{
 		id: wr.ID, op: wr.Opcode, flags: wr.Flags,
-		sge: w.sge[:0], mrs: w.mrs[:0], remote: wr.Remote, cmpAdd: wr.CompareAdd, swap: wr.Swap, imm: wr.Imm,
+		wqeMemory: w.cleared(), remote: wr.Remote, cmpAdd: wr.CompareAdd, swap: wr.Swap, imm: wr.Imm,
 		rr: wr.Opcode.UsesResponderResources(), write: wr.Opcode == provider.OpWrite || wr.Opcode == provider.OpWriteWithImm,
 		parts: 1,
 	}
@@ -177,11 +210,8 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 	var ilen int
 	keys := &qp.dev.keys
 	for _, s := range wr.SGL {
-		d, m, ok := keys.resolveLocked(qp.pd, s, sink)
+		d, m, ok := w.resolveLocked(keys, qp.pd, s, sink)
 		if !ok {
-			w.preset = provider.StatusLocProtErr
-			releaseMRs(&w.mrs)
-			w.sge = w.sge[:0]
 			break
 		}
 		w.length += d.len
@@ -191,9 +221,7 @@ func (qp *QP) enqueueSendLocked(wr *provider.SendWR) {
 			ilen += copy(qp.inline[int(slot)*int(qp.cap.MaxInlineData)+ilen:], m.bytes(d))
 			continue
 		}
-		m.localRefs.Add(1)
-		w.mrs = append(w.mrs, m)
-		w.sge = append(w.sge, d)
+		w.hold(d, m)
 	}
 	if inline && w.preset == provider.StatusSuccess && ilen > 0 {
 		base := uintptr(unsafe.Pointer(&qp.inline[0])) + uintptr(slot)*uintptr(qp.cap.MaxInlineData)
