@@ -27,8 +27,8 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	if err := checkFresh(q); err != nil {
 		return provider.ConnInfo{}, err
 	}
-	if !r.claim() {
-		return provider.ConnInfo{}, fmt.Errorf("%w: the request was already answered or expired", provider.ErrInvalidState)
+	if err := r.claim(); err != nil {
+		return provider.ConnInfo{}, r.claimError(err)
 	}
 	if gone, early := peerGone(r.conn); gone || early {
 		r.close()

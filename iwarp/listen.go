@@ -172,6 +172,7 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn]) {
 		r.refuse(why)
 		return
 	}
+	r.watch = cmkit.WatchDialer(c, &r.Claim, r.dialerGone)
 	r.timer.Store(time.AfterFunc(l.cfg.mpaTimeout, r.expire))
 	if !q.Push(r) {
 		r.refuse(nil)
@@ -179,26 +180,46 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn]) {
 }
 
 // connReq is an MPA Request waiting for an answer. Its Claim is pending
-// until Accept, Reject, expiry or the listener's Close takes it.
+// until Accept, Reject, expiry, the initiator's give-up (seen by its
+// watch) or the listener's Close takes it.
 type connReq struct {
 	cmkit.Claim
 	lis    *listener
 	conn   net.Conn
 	off    offer
 	remote string
+	watch  *cmkit.Watch               // reads conn while the request waits; set before it is queued
 	timer  atomic.Pointer[time.Timer] // set after the timer starts: expire may run first
 }
 
-// claim takes the request (and its connection) for the caller; false when
-// another claimed it first.
-func (r *connReq) claim() bool {
-	if !r.Take() {
-		return false
+// claim takes the request (and its connection) for the caller, stopping
+// the expiry timer and the watch. It fails with cmkit.ErrAnswered when
+// another claimed it first (an answer, expiry, Close), and with
+// cmkit.ErrDialerGone or ErrDialerSpoke when the initiator left or sent
+// data before the Reply (the connection is closed then).
+func (r *connReq) claim() error {
+	claimed, err := r.watch.Claim(&r.Claim)
+	if !claimed {
+		return err
 	}
+	r.stopTimer()
+	if err != nil {
+		r.close()
+	}
+	return err
+}
+
+func (r *connReq) stopTimer() {
 	if t := r.timer.Load(); t != nil {
 		t.Stop()
 	}
-	return true
+}
+
+// dialerGone ends a request whose initiator left while it waited (its
+// watch claimed it).
+func (r *connReq) dialerGone() {
+	r.stopTimer()
+	r.close()
 }
 
 func (r *connReq) PrivateData() []byte { return r.off.ulp }
@@ -219,8 +240,8 @@ func (r *connReq) Reject(privateData []byte) error {
 	if err := r.lis.link.checkPrivateData(privateData); err != nil {
 		return err
 	}
-	if !r.claim() {
-		return fmt.Errorf("%w: the request was already answered or expired", provider.ErrInvalidState)
+	if err := r.claim(); err != nil {
+		return r.claimError(err)
 	}
 	r.conn.SetWriteDeadline(time.Now().Add(r.lis.link.cfg.mpaTimeout))
 	_, err := r.conn.Write(rejectFrame(&r.off, privateData))
@@ -231,6 +252,15 @@ func (r *connReq) Reject(privateData []byte) error {
 	return nil
 }
 
+// claimError is the error of an Accept or Reject that could not claim the
+// request.
+func (r *connReq) claimError(err error) error {
+	if err == cmkit.ErrAnswered {
+		return fmt.Errorf("%w: the request was already answered or expired", provider.ErrInvalidState)
+	}
+	return fmt.Errorf("iwarp: request from %s: %w", r.remote, err)
+}
+
 // expire refuses a request nobody answered within the MPA timeout.
 func (r *connReq) expire() {
 	r.refuse(fmt.Errorf("%w: no Accept or Reject within %v", provider.ErrTimeout, r.lis.link.cfg.mpaTimeout))
@@ -238,7 +268,7 @@ func (r *connReq) expire() {
 
 // refuse rejects the request if it is still pending.
 func (r *connReq) refuse(why error) {
-	if !r.claim() {
+	if r.claim() != nil {
 		return
 	}
 	r.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

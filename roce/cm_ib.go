@@ -346,7 +346,7 @@ func (r *ibReq) Param() provider.ConnParam {
 func (r *ibReq) claim() error {
 	if !r.Take() {
 		if r.gone.Load() {
-			return errDialerGone
+			return cmkit.ErrDialerGone
 		}
 		return cmkit.ErrAnswered
 	}
@@ -362,9 +362,6 @@ func (r *ibReq) dialerGone() {
 	r.Take()
 }
 
-// errDialerGone is a request whose dialer stopped waiting.
-var errDialerGone = fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
-
 func (r *ibReq) Reject(privateData []byte) error {
 	if err := checkIBPrivateData(privateData, ib.CMRejPrivateLen, "REJ"); err != nil {
 		return err
@@ -375,7 +372,7 @@ func (r *ibReq) Reject(privateData []byte) error {
 	var err error
 	r.ln.g.do(func(time.Time) {
 		if r.x.c.Reject(ib.RejConsumer, privateData) != nil {
-			err = errDialerGone
+			err = cmkit.ErrDialerGone
 		}
 	})
 	return err
@@ -450,8 +447,8 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 		}
 	})
 	if !sent {
-		q.Fail(provider.EventPeerDisconnected, errDialerGone)
-		return provider.ConnInfo{}, &OpError{Op: "accept", Addr: addr, Err: errDialerGone}
+		q.Fail(provider.EventPeerDisconnected, cmkit.ErrDialerGone)
+		return provider.ConnInfo{}, &OpError{Op: "accept", Addr: addr, Err: cmkit.ErrDialerGone}
 	}
 	var ev ibEvent
 	select {

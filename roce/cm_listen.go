@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -126,7 +125,7 @@ func paceOf(nc net.Conn) cmkit.Pace {
 }
 
 // handshake reads a REQ and queues it for Accept; the request then waits
-// until Accept or Reject claims it, the dialer gives up (watchDialer) or
+// until Accept or Reject claims it, the dialer gives up (its cmkit.Watch) or
 // the listener closes, so that Accept never hands out a request whose
 // dialer is known gone. A REQ whose RoCE address is not at the
 // connection's source IP is rejected here, with the reason, before Accept
@@ -155,8 +154,8 @@ func (lst *listener) handshake(s *cmkit.Handshake[net.Conn]) {
 		nc.Close()
 		return
 	}
-	r := &connReq{lst: lst, cm: cm, m: m, peer: peer, watched: make(chan struct{})}
-	go r.watchDialer()
+	r := &connReq{lst: lst, cm: cm, m: m, peer: peer}
+	r.watch = cmkit.WatchDialer(nc, &r.Claim, func() { nc.Close() })
 	if !q.Push(r) {
 		r.refuse()
 	}
@@ -174,32 +173,15 @@ func (lst *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
 }
 
 // connReq is a connection request waiting for Accept or Reject. Its
-// Claim is pending until Accept, Reject, the dialer's give-up (seen by
-// watchDialer) or the listener's Close takes it.
+// Claim is pending until Accept, Reject, the dialer's give-up (seen by its
+// watch) or the listener's Close takes it.
 type connReq struct {
 	cmkit.Claim
-	lst     *listener
-	cm      *cmConn
-	m       cmMsg
-	peer    netip.AddrPort // m.Addr, checked by boundPeer; its port still unproven
-	watched chan struct{}  // closed when watchDialer returned
-	left    atomic.Bool    // the dialer hung up: set by watchDialer before it claims
-}
-
-// watchDialer reads the side channel while the request waits: the dialer
-// sends nothing more before the REP, so any result means it went away,
-// and the request is claimed (Accept skips it) and its channel closed.
-func (r *connReq) watchDialer() {
-	defer close(r.watched)
-	var b [1]byte
-	_, err := r.cm.nc.Read(b[:])
-	if ne, ok := err.(net.Error); ok && ne.Timeout() && !r.Pending() {
-		return // Accept or Reject stopped the watch
-	}
-	r.left.Store(true)
-	if r.Take() {
-		r.cm.nc.Close()
-	}
+	lst   *listener
+	cm    *cmConn
+	m     cmMsg
+	peer  netip.AddrPort // m.Addr, checked by boundPeer; its port still unproven
+	watch *cmkit.Watch   // reads the side channel while the request waits
 }
 
 // refuse ends a request nobody answered (the listener closed): its
@@ -213,20 +195,11 @@ func (r *connReq) refuse() {
 // claim takes the request for Accept or Reject and stops the watch. It
 // fails if the request was answered or the dialer left.
 func (r *connReq) claim() error {
-	if !r.Take() {
-		if r.left.Load() {
-			return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
-		}
-		return cmkit.ErrAnswered
-	}
-	r.cm.nc.SetReadDeadline(time.Unix(1, 0))
-	<-r.watched
-	r.cm.nc.SetReadDeadline(time.Time{})
-	if r.left.Load() {
+	claimed, err := r.watch.Claim(&r.Claim)
+	if claimed && err != nil {
 		r.cm.close()
-		return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
 	}
-	return nil
+	return err
 }
 
 func (r *connReq) PrivateData() []byte { return r.m.Private }

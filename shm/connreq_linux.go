@@ -13,15 +13,34 @@ import (
 
 // connReq is a connection request a listener received: the dialer's
 // hello, its segment already mapped, and the socket. Exactly one of
-// Accept or Reject claims it; one nobody claimed is closed with the
-// listener.
+// Accept, Reject, the dialer's give-up (seen by the watch, which unmaps
+// the segment at once) and the listener's Close claims it.
 type connReq struct {
 	cmkit.Claim
-	ln   *listener
-	uc   *net.UnixConn
-	pid  int
-	h    hello
-	peer *remote
+	ln    *listener
+	uc    *net.UnixConn
+	pid   int
+	h     hello
+	peer  *remote
+	watch *cmkit.Watch // reads uc while the request waits; set before it is queued
+}
+
+// answer claims the request for Accept (own: the QP is the listener
+// device's) or Reject; a request whose dialer left is closed.
+func (r *connReq) answer(own bool, pdErr error) error {
+	claimed, err := r.watch.Answer(&r.Claim, own, pdErr)
+	if claimed && err != nil {
+		r.close()
+	}
+	return err
+}
+
+// refuseQueued closes a request still queued when the listener closes,
+// unless its watch claimed it first.
+func (r *connReq) refuseQueued() {
+	if r.Take() {
+		r.close()
+	}
 }
 
 func (r *connReq) PrivateData() []byte { return r.h.pdata }
@@ -38,7 +57,7 @@ func (r *connReq) close() {
 
 // Reject refuses the request, sending privateData to the dialer.
 func (r *connReq) Reject(privateData []byte) error {
-	if err := r.Answer(true, checkPrivateData(privateData), cmkit.ErrAnswered); err != nil {
+	if err := r.answer(true, checkPrivateData(privateData)); err != nil {
 		return err
 	}
 	defer r.close()
@@ -51,7 +70,7 @@ func (r *connReq) Reject(privateData []byte) error {
 // (RTU) or fails when it does not within ctx.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), cmkit.ErrAnswered); err != nil {
+	if err := r.answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData)); err != nil {
 		return provider.ConnInfo{}, err
 	}
 	l := r.ln.l

@@ -93,7 +93,7 @@ func (ln *listener) acceptLoop() {
 		go ln.handshake(uc)
 	})
 	if err != nil {
-		ln.q.Fail(fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err), (*connReq).close)
+		ln.q.Fail(fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err), (*connReq).refuseQueued)
 	}
 }
 
@@ -114,8 +114,9 @@ func (ln *listener) handshake(uc *net.UnixConn) {
 		refuse(uc, err.Error())
 		return
 	}
+	r.watch = cmkit.WatchDialer(uc, &r.Claim, r.close)
 	if !ln.q.Push(r) {
-		r.close()
+		r.refuseQueued()
 	}
 }
 
@@ -162,7 +163,7 @@ func (ln *listener) Accept(ctx context.Context) (provider.ConnRequest, error) {
 // Close stops listening (a path socket is unlinked); requests not yet
 // accepted are refused.
 func (ln *listener) Close() error {
-	first := ln.q.Close((*connReq).close)
+	first := ln.q.Close((*connReq).refuseQueued)
 	if first {
 		ln.ul.Close()
 		ln.l.removeListener(ln)
