@@ -335,6 +335,23 @@ type (
 // returned NULL) into a syscall.Errno.
 func errnoOf(rc C.int) syscall.Errno { return syscall.Errno(-rc) }
 
+// gvErr is the error of a gv_ helper's result: 0, or a negative errno.
+func gvErr(rc C.int) error {
+	if rc != 0 {
+		return errnoOf(rc)
+	}
+	return nil
+}
+
+// ibvErr is the error of a libibverbs destroy or free call's result: 0,
+// or an errno.
+func ibvErr(rc C.int) error {
+	if rc != 0 {
+		return syscall.Errno(rc)
+	}
+	return nil
+}
+
 func cAlloc[T any](n int) *T {
 	var z T
 	return (*T)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(z))))
@@ -410,10 +427,7 @@ func roceGID(ctx unsafe.Pointer, n int) (idx int, gid [16]byte, ifindex int) {
 func asyncFd(ctx unsafe.Pointer) int { return int(ctxOf(ctx).async_fd) }
 
 func setNonblock(fd int) error {
-	if rc := C.gv_nonblock(C.int(fd)); rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
+	return gvErr(C.gv_nonblock(C.int(fd)))
 }
 
 func getAsync(ctx unsafe.Pointer) (typ, qpn uint32, err error) {
@@ -433,10 +447,7 @@ func allocPD(ctx unsafe.Pointer) (unsafe.Pointer, error) {
 }
 
 func deallocPD(pd unsafe.Pointer) error {
-	if rc := C.ibv_dealloc_pd((*C.struct_ibv_pd)(pd)); rc != 0 {
-		return syscall.Errno(rc)
-	}
-	return nil
+	return ibvErr(C.ibv_dealloc_pd((*C.struct_ibv_pd)(pd)))
 }
 
 func regMR(pd unsafe.Pointer, addr uintptr, n int, access int) (mr unsafe.Pointer, lkey, rkey uint32, err error) {
@@ -456,10 +467,7 @@ func regDmabuf(pd unsafe.Pointer, off, n, iova uint64, fd, access int) (mr unsaf
 }
 
 func deregMR(mr unsafe.Pointer) error {
-	if rc := C.ibv_dereg_mr((*C.struct_ibv_mr)(mr)); rc != 0 {
-		return syscall.Errno(rc)
-	}
-	return nil
+	return ibvErr(C.ibv_dereg_mr((*C.struct_ibv_mr)(mr)))
 }
 
 func createCompChannel(ctx unsafe.Pointer) (ch unsafe.Pointer, fd int, err error) {
@@ -483,10 +491,7 @@ func createCQ(ctx unsafe.Pointer, n int, ch unsafe.Pointer) (cq unsafe.Pointer, 
 }
 
 func destroyCQ(cq unsafe.Pointer) error {
-	if rc := C.ibv_destroy_cq((*C.struct_ibv_cq)(cq)); rc != 0 {
-		return syscall.Errno(rc)
-	}
-	return nil
+	return ibvErr(C.ibv_destroy_cq((*C.struct_ibv_cq)(cq)))
 }
 
 func reqNotify(cq unsafe.Pointer, solicited bool) error {
@@ -494,17 +499,11 @@ func reqNotify(cq unsafe.Pointer, solicited bool) error {
 	if solicited {
 		s = 1
 	}
-	if rc := C.gv_req_notify((*C.struct_ibv_cq)(cq), s); rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
+	return gvErr(C.gv_req_notify((*C.struct_ibv_cq)(cq), s))
 }
 
 func getCQEvent(ch unsafe.Pointer) error {
-	if rc := C.gv_cq_event((*C.struct_ibv_comp_channel)(ch)); rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
+	return gvErr(C.gv_cq_event((*C.struct_ibv_comp_channel)(ch)))
 }
 
 func pollCQ(cq unsafe.Pointer, out *cWC, n int) int {
@@ -527,19 +526,13 @@ func createQP(pd, scq, rcq unsafe.Pointer, c *qpCap, sigAll bool) (unsafe.Pointe
 }
 
 func destroyQP(qp unsafe.Pointer) error {
-	if rc := C.ibv_destroy_qp((*C.struct_ibv_qp)(qp)); rc != 0 {
-		return syscall.Errno(rc)
-	}
-	return nil
+	return ibvErr(C.ibv_destroy_qp((*C.struct_ibv_qp)(qp)))
 }
 
 type qpAttr = C.struct_ibv_qp_attr
 
 func modifyQP(qp unsafe.Pointer, a *qpAttr, mask int) error {
-	if rc := C.gv_modify((*C.struct_ibv_qp)(qp), a, C.int(mask)); rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
+	return gvErr(C.gv_modify((*C.struct_ibv_qp)(qp), a, C.int(mask)))
 }
 
 func queryQP(qp unsafe.Pointer) (qpAttr, qpCap, error) {
@@ -583,17 +576,7 @@ func destroyEventChannel(ch unsafe.Pointer) {
 }
 
 func getCMEvent(ch unsafe.Pointer, ev *cCMEv) error {
-	if rc := C.gv_cm_event((*C.struct_rdma_event_channel)(ch), ev); rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
-}
-
-func cmErr(rc C.int) error {
-	if rc != 0 {
-		return errnoOf(rc)
-	}
-	return nil
+	return gvErr(C.gv_cm_event((*C.struct_rdma_event_channel)(ch), ev))
 }
 
 func createID(ch unsafe.Pointer) (uint64, error) {
@@ -605,15 +588,15 @@ func createID(ch unsafe.Pointer) (uint64, error) {
 }
 
 func bindListen(id uint64, ip uint32, port uint16, backlog int) error {
-	return cmErr(C.gv_bind_listen(C.uint64_t(id), C.uint32_t(ip), C.uint16_t(port), C.int(backlog)))
+	return gvErr(C.gv_bind_listen(C.uint64_t(id), C.uint32_t(ip), C.uint16_t(port), C.int(backlog)))
 }
 
 func resolveAddr(id uint64, src, ip uint32, port uint16, ms int) error {
-	return cmErr(C.gv_resolve_addr(C.uint64_t(id), C.uint32_t(src), C.uint32_t(ip), C.uint16_t(port), C.int(ms)))
+	return gvErr(C.gv_resolve_addr(C.uint64_t(id), C.uint32_t(src), C.uint32_t(ip), C.uint16_t(port), C.int(ms)))
 }
 
 func resolveRoute(id uint64, ms int) error {
-	return cmErr(C.gv_resolve_route(C.uint64_t(id), C.int(ms)))
+	return gvErr(C.gv_resolve_route(C.uint64_t(id), C.int(ms)))
 }
 
 func idAddrs(id uint64) (lip uint32, lport uint16, rip uint32, rport uint16) {
@@ -638,7 +621,7 @@ func (p *cmParam) call(f func(C.uint64_t, unsafe.Pointer, C.int, C.uint8_t, C.ui
 		pd = C.CBytes(p.pdata)
 		defer C.free(pd)
 	}
-	return cmErr(f(C.uint64_t(id), pd, C.int(len(p.pdata)), C.uint8_t(p.rr), C.uint8_t(p.ini), C.uint8_t(p.retry), C.uint8_t(p.rnr), C.uint32_t(p.qpn)))
+	return gvErr(f(C.uint64_t(id), pd, C.int(len(p.pdata)), C.uint8_t(p.rr), C.uint8_t(p.ini), C.uint8_t(p.retry), C.uint8_t(p.rnr), C.uint32_t(p.qpn)))
 }
 
 func connectID(id uint64, p *cmParam) error {
@@ -659,17 +642,17 @@ func rejectID(id uint64, pdata []byte) error {
 		pd = C.CBytes(pdata)
 		defer C.free(pd)
 	}
-	return cmErr(C.gv_reject(C.uint64_t(id), pd, C.int(len(pdata))))
+	return gvErr(C.gv_reject(C.uint64_t(id), pd, C.int(len(pdata))))
 }
 
-func establishID(id uint64) error  { return cmErr(C.gv_establish(C.uint64_t(id))) }
-func disconnectID(id uint64) error { return cmErr(C.gv_disconnect(C.uint64_t(id))) }
-func destroyID(id uint64) error    { return cmErr(C.gv_destroy_id(C.uint64_t(id))) }
+func establishID(id uint64) error  { return gvErr(C.gv_establish(C.uint64_t(id))) }
+func disconnectID(id uint64) error { return gvErr(C.gv_disconnect(C.uint64_t(id))) }
+func destroyID(id uint64) error    { return gvErr(C.gv_destroy_id(C.uint64_t(id))) }
 
 // cmModify moves qp to state with the CM's attributes for id; ird, ord and
 // access replace the CM's where not negative.
 func cmModify(id uint64, qp unsafe.Pointer, state, ird, ord, access int) error {
-	return cmErr(C.gv_cm_modify(C.uint64_t(id), (*C.struct_ibv_qp)(qp), C.int(state), C.int(ird), C.int(ord), C.int(access)))
+	return gvErr(C.gv_cm_modify(C.uint64_t(id), (*C.struct_ibv_qp)(qp), C.int(state), C.int(ird), C.int(ord), C.int(access)))
 }
 
 // CM event types (rdma_cm_event_type).
