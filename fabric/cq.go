@@ -64,11 +64,8 @@ func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil, provider.ErrClosed
-	}
-	if len(d.cqs) >= int(d.caps.MaxCQ) {
-		return nil, fmt.Errorf("%w: completion queues (at most %d)", provider.ErrLimit, d.caps.MaxCQ)
+	if err := d.roomLocked(len(d.cqs), d.caps.MaxCQ, "completion queues"); err != nil {
+		return nil, err
 	}
 	cq := &CQ{dev: d, size: attr.Entries}
 	cq.ring.Init(attr.Entries, !d.feat.wideData)

@@ -257,6 +257,19 @@ func (d *Device) dispatchEQ(t eqTarget, ev *eqEvent) {
 	t.eqEvent(ev)
 }
 
+// roomLocked is the check before d makes one more object of a kind it
+// holds n of, at most limit: d is open and below the limit.
+// Precondition: d.mu is held.
+func (d *Device) roomLocked(n int, limit uint32, what string) error {
+	switch {
+	case d.closed:
+		return provider.ErrClosed
+	case n >= int(limit):
+		return fmt.Errorf("%w: %s (at most %d)", provider.ErrLimit, what, limit)
+	}
+	return nil
+}
+
 // closeTracked is the Close of obj, an object in one of d's sets
 // (guarded by d.mu): it takes obj out of the set and releases its
 // libfabric objects, or fails with ErrClosed when obj was not there:

@@ -32,11 +32,8 @@ type PD struct {
 func (d *Device) AllocPD() (provider.PD, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil, provider.ErrClosed
-	}
-	if len(d.pds) >= int(d.caps.MaxPD) {
-		return nil, fmt.Errorf("%w: protection domains (at most %d)", provider.ErrLimit, d.caps.MaxPD)
+	if err := d.roomLocked(len(d.pds), d.caps.MaxPD, "protection domains"); err != nil {
+		return nil, err
 	}
 	dom, err := _C_domain(d.fabric, d.info)
 	if err != nil {

@@ -96,13 +96,10 @@ func (p *PD) CreateQP(init provider.QPInitAttr) (provider.QP, error) {
 	}
 	c := init.Cap
 	d.mu.Lock()
-	n, closed := len(d.allQPs), d.closed
+	err = d.roomLocked(len(d.allQPs), d.caps.MaxQP, "queue pairs")
 	d.mu.Unlock()
-	switch {
-	case closed:
-		return nil, provider.ErrClosed
-	case n >= int(d.caps.MaxQP):
-		return nil, fmt.Errorf("%w: queue pairs (at most %d)", provider.ErrLimit, d.caps.MaxQP)
+	if err != nil {
+		return nil, err
 	}
 	sf, err := p.fcqFor(scq)
 	if err != nil {
