@@ -14,6 +14,7 @@ package ibcm
 
 import (
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"time"
@@ -274,8 +275,15 @@ func (c *Conn) Reject(reason uint16, priv []byte) error {
 	switch c.state {
 	case StateREQRcvd:
 		what = ib.CMMsgREQ
-	case StateREQSent, StateMRARcvd, StateREPRcvd:
+	case StateREPRcvd:
 		what = ib.CMMsgREP
+	case StateREQSent, StateMRARcvd:
+		// The active side gives up before any REP: no message of the
+		// peer's is rejected, and the REJ names no comm ID of the peer's
+		// (it has none yet); the peer finds its connection by our comm
+		// ID and, for a Timeout, the CA GUID in the ARI (as Linux's
+		// cm_destroy_id sends and cm_rej_handler looks up).
+		what = ib.CMMsgOther
 	case StateREPSent: // the passive side gives up waiting for the RTU
 		what = ib.CMMsgOther
 	default:
@@ -325,6 +333,11 @@ func (a *Agent) sendRej(dst netip.AddrPort, tid uint64, local, remote uint32, wh
 	m.EncodeHeader(&ib.MADFields{MgmtClass: ib.MgmtClassCM, ClassVersion: ib.CMClassVersion,
 		Method: ib.MADMethodSend, TID: tid, AttrID: ib.AttrCMRej})
 	r := ib.CMRej{LocalCommID: local, RemoteCommID: remote, MessageRejected: what, Reason: reason}
+	if reason == ib.RejTimeout {
+		// IBTA 12.6.7.2: a Timeout REJ's ARI is the sender's CA GUID.
+		binary.BigEndian.PutUint64(r.ARI[:], a.cfg.CAGUID)
+		r.RejectedInfoLen = 8
+	}
 	copy(r.PrivateData[:], priv)
 	r.Encode(m)
 	a.ctr.Tx++

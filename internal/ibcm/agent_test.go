@@ -1,6 +1,7 @@
 package ibcm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -206,6 +207,58 @@ func TestNoListenerAndConsumerReject(t *testing.T) {
 	p.run()
 	if c.State() != StateClosed || rej.Reason != ib.RejConsumer || string(rej.PrivateData[:7]) != "go away" || p.b.Conns() != 0 {
 		t.Fatalf("consumer reject: %v %+v", c.State(), rej)
+	}
+}
+
+// The active side gives up before any REP (its application ends the
+// dial): its REJ (Timeout) names no comm ID of the passive side's, only
+// its own and, in the ARI, its CA GUID, as Linux's cm_destroy_id sends
+// it; the passive side finds the request it holds by them and ends it,
+// so its application learns the dialer left before it answers.
+func TestActiveGivesUpBeforeREP(t *testing.T) {
+	p := newPair(t)
+	p.onREQ = func(*Conn) {} // the passive application has not answered yet
+	c := p.a.Connect(p.bAddr, sampleREQ(), p.now)
+	p.run()
+	p.want("b:REQ")
+	pc := onlyConn(p.b)
+	if pc.State() != StateREQRcvd {
+		t.Fatalf("passive side: %v, want REQ_RCVD", pc.State())
+	}
+	var sent ib.CMRej
+	p.drop = func(m mad) bool {
+		if ib.MAD(m.b).AttrID() == ib.AttrCMRej {
+			sent = ib.DecodeCMRej(ib.MAD(m.b))
+		}
+		return false
+	}
+	if err := c.Reject(ib.RejTimeout, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.run()
+	if sent.MessageRejected != ib.CMMsgOther || sent.RemoteCommID != 0 || sent.RejectedInfoLen != 8 ||
+		binary.BigEndian.Uint64(sent.ARI[:]) != 1 {
+		t.Fatalf("the active side's REJ: %+v", sent)
+	}
+	p.want("b:REJ")
+	if pc.State() != StateClosed || p.b.Conns() != 0 {
+		t.Fatalf("passive side after the REJ: %v, %d connections", pc.State(), p.b.Conns())
+	}
+	// A REJ of that shape from another GUID finds nothing.
+	p = newPair(t)
+	p.onREQ = func(*Conn) {}
+	p.a.Connect(p.bAddr, sampleREQ(), p.now)
+	p.run()
+	p.want("b:REQ")
+	m := make([]byte, ib.MADLen)
+	ib.MAD(m).EncodeHeader(&ib.MADFields{MgmtClass: ib.MgmtClassCM, ClassVersion: ib.CMClassVersion,
+		Method: ib.MADMethodSend, TID: 1, AttrID: ib.AttrCMRej})
+	forged := ib.CMRej{LocalCommID: onlyConn(p.b).RemoteID, MessageRejected: ib.CMMsgOther, Reason: ib.RejTimeout, RejectedInfoLen: 8}
+	binary.BigEndian.PutUint64(forged.ARI[:], 99)
+	forged.Encode(ib.MAD(m))
+	p.b.Input(p.aAddr, m, p.now)
+	if onlyConn(p.b).State() != StateREQRcvd || len(p.events) != 0 {
+		t.Fatalf("a REJ naming another CA GUID ended the request: %v %v", onlyConn(p.b).State(), p.events)
 	}
 }
 

@@ -1,6 +1,7 @@
 package ibcm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -205,6 +206,12 @@ func (c *Conn) resendRTU() {
 func (a *Agent) onREJ(src netip.AddrPort, m ib.MAD) {
 	r := ib.DecodeCMRej(m)
 	c := a.conns[r.RemoteCommID]
+	if c == nil && r.Reason == ib.RejTimeout && r.RejectedInfoLen >= 8 {
+		// A dialer that gave up before our REP knows no comm ID of ours:
+		// its REJ names its own and, in the ARI, its CA GUID, the key
+		// its REQ was taken under.
+		c = a.remote[remoteKey{src.Addr(), r.LocalCommID, binary.BigEndian.Uint64(r.ARI[:])}]
+	}
 	if c == nil && r.MessageRejected == ib.CMMsgREQ {
 		// A REJ of a REQ may not name our comm ID; the TID does.
 		for _, x := range a.conns {
