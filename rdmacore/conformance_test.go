@@ -4,6 +4,7 @@ package rdmacore_test
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ func devices(t *testing.T) []rdmacore.DeviceInfo {
 // carries. Each is skipped by name.
 var deviceGaps = map[string]map[string]string{
 	"verbs:iwarp": {
+		"AcceptSkipsDialerWhoLeft": "observed on siw (kernel 6.1): a dialer that destroys its id during the MPA " +
+			"exchange leaves its CONNECT_REQUEST with no event on the listener's side until rdma_accept, which " +
+			"then reports ESTABLISHED and at once DISCONNECTED: the listener has nothing to skip it by",
 		"KeysRandom": "siw numbers QPs sequentially: xa_alloc of the lowest free id " +
 			"(drivers/infiniband/sw/siw/siw_qp.c, siw_qp_add); the kernel picks QP numbers, not goverbs",
 		"SendQueueFull": "iWARP QPs have no SQD state, which the item uses to hold WRs in the queue: siw maps " +
@@ -95,6 +99,9 @@ var deviceGaps = map[string]map[string]string{
 			"(10 s, siw_cm.h MPAREQ_TIMEOUT): the listener never answers; not yet traced",
 	},
 	"verbs:roce": {
+		"AcceptSkipsDialerWhoLeft": "observed on rxe (kernel 6.1): a dialer that destroys its id before the REP " +
+			"leaves its CONNECT_REQUEST with no REJECTED or other event on the listener's side, and rdma_accept " +
+			"of it waits for an RTU that never comes: the listener has nothing to skip it by",
 		"KeysRandom": "rxe numbers QPs sequentially: xa_alloc_cyclic of the pool's index " +
 			"(drivers/infiniband/sw/rxe/rxe_pool.c, __rxe_add_to_pool; rxe_qp.c, rxe_qp_init_req)",
 		"SendTooLong": "observed on rxe (kernel 6.1): a SEND longer than the receive completes at the sender " +
@@ -133,6 +140,22 @@ func itemName(name string) string {
 	return last
 }
 
+// itemsChosen reports whether -run names suite items, below the device
+// (TestConformance/rxe0/Read), not only devices (TestConformance/rxe0$,
+// TestConformance/rxe0/, as scripts/interop/rdmacore.sh runs them).
+func itemsChosen() bool {
+	f := flag.Lookup("test.run")
+	if f == nil {
+		return false
+	}
+	for _, alt := range strings.Split(f.Value.String(), "|") {
+		if parts := strings.SplitN(alt, "/", 3); len(parts) == 3 && parts[2] != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func runSuite(t *testing.T, d rdmacore.DeviceInfo) {
 	gaps := deviceGaps[d.Caps.Transport]
 	force := map[string]bool{}
@@ -148,6 +171,9 @@ func runSuite(t *testing.T, d rdmacore.DeviceInfo) {
 		}
 		return newEnv(t, d)
 	})
+	if itemsChosen() {
+		return // -run chose items: the others were not meant to run
+	}
 	for item := range gaps {
 		if !seen[item] && !testing.Short() {
 			t.Errorf("the skip list of %s names %q, which the suite does not run", d.Caps.Transport, item)

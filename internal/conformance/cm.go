@@ -16,6 +16,7 @@ var cmTests = []test{
 	{"PrivateDataLimit", testPrivateDataLimit},
 	{"Reject", testReject},
 	{"DialTimesOut", testDialTimesOut},
+	{"AcceptSkipsDialerWhoLeft", testAcceptSkipsDialerWhoLeft},
 	{"ListenInUse", testListenInUse},
 	{"DialNowhere", testDialNowhere},
 	{"DialNeedsFreshQP", testDialNeedsFreshQP},
@@ -106,6 +107,27 @@ func testDialTimesOut(t *testing.T, e *Env) {
 	}
 	if st := qp.State(); st == verbs.StateRTS {
 		t.Fatalf("timed-out dial left the QP in RTS")
+	}
+}
+
+// testAcceptSkipsDialerWhoLeft: a dialer that gave up before any Accept
+// came is not the request the next Accept answers: the live dialer behind
+// it is, and connects. (iwarp and shm listeners, and roce's IB CM, used to
+// hand out the dead request; its Accept then failed.)
+func testAcceptSkipsDialerWhoLeft(t *testing.T, e *Env) {
+	qp, _ := newQP(t, e, nil, nil)
+	addr, err := e.B.Listen()
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = e.A.Dial(ctx, addr, qp, verbs.ConnParam{PrivateData: []byte("gone")})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial without an accept: %v, want context.DeadlineExceeded", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the dialer's hang-up reaches the listener
+	c := connect(t, e, ConnOpts{ParamA: verbs.ConnParam{PrivateData: []byte("live")}})
+	if got := bytes.TrimRight(c.Accepted.PrivateData, "\x00"); string(got) != "live" {
+		t.Fatalf("Accept answered the request with private data %q, want the live dialer's (\"live\")", got)
 	}
 }
 
