@@ -108,6 +108,24 @@ func openFDs() int {
 	return len(ents)
 }
 
+// settledGoroutines is the number of goroutines once those that are
+// ending have ended (the last dialers', handshakes' and timers', which on
+// a loaded machine may not have run yet): the count once it has not
+// changed over three samples 20 ms apart, or after 2 s.
+func settledGoroutines() int {
+	n, same := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(2 * time.Second); same < 3 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
 func idleHeap() uint64 {
 	var ms runtime.MemStats
 	for range 2 {
@@ -296,7 +314,7 @@ func RunScale(t *testing.T, a, b *verbs.Device, o ScaleOpts) ScaleFigures {
 	f.HeapIdle = idleHeap()
 	qps := float64(2 * o.Conns)
 	f.HeapPerQP = (float64(f.HeapIdle) - float64(f.HeapBefore) - buffers) / qps
-	f.GoroutinesPerQP = float64(runtime.NumGoroutine()-g0) / qps
+	f.GoroutinesPerQP = float64(settledGoroutines()-g0) / qps
 	f.FDsPerQP = float64(openFDs()-fd0) / qps
 	if path := os.Getenv(ScaleProfileEnv); path != "" {
 		if w, err := os.Create(path); err == nil {
