@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -100,11 +101,22 @@ func (c *conn) connParam(caps verbs.Caps) verbs.ConnParam {
 	}
 }
 
-// parsePrivateData reads a peer's connection index and buffer.
+// parsePrivateData reads a peer's connection index and buffer. A CM whose
+// messages have no length field hands back the private data field as it
+// is: the IB CM over roce without its trailing zero bytes (an rkey that
+// ends in 0x00 loses them), rdma_cm padded with zeros to the field's size.
+// Both are taken, the zeros put back or dropped.
 func parsePrivateData(b []byte) (int, verbs.RemoteBuf, error) {
 	var rb verbs.RemoteBuf
-	if len(b) != 4+verbs.RemoteBufSize {
-		return 0, rb, fmt.Errorf("bench: connection private data of %d bytes, want %d", len(b), 4+verbs.RemoteBufSize)
+	const n = 4 + verbs.RemoteBufSize
+	switch {
+	case len(b) > n && len(bytes.TrimRight(b[n:], "\x00")) == 0:
+		b = b[:n]
+	case len(b) < n && len(b) > 4:
+		b = append(bytes.Clone(b), make([]byte, n-len(b))...)
+	}
+	if len(b) != n {
+		return 0, rb, fmt.Errorf("bench: connection private data of %d bytes, want %d", len(b), n)
 	}
 	err := rb.UnmarshalBinary(b[4:])
 	return int(binary.BigEndian.Uint32(b)), rb, err
