@@ -60,14 +60,9 @@ func scriptedResponder(t *testing.T, features iw.Features, end func(c net.Conn, 
 			return
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		hdr := make([]byte, iw.MPAHeaderSize)
-		if _, err := io.ReadFull(c, hdr); err != nil {
+		if answerRequest(c, features) != nil {
 			return
 		}
-		io.ReadFull(c, make([]byte, binary.BigEndian.Uint16(hdr[18:])))
-		pd, _ := (&iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}, Caps: true, Features: features}).Append(nil)
-		c.Write(reply(iw.MPAEnhanced, 2, pd))
 		var off, sendEnd, rtrEnd uint64
 		for {
 			u, n, err := readFPDU(c)
@@ -90,6 +85,24 @@ func scriptedResponder(t *testing.T, features iw.Features, end func(c net.Conn, 
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// answerRequest is a scripted responder's MPA exchange: it reads the
+// initiator's Request and answers with an enhanced Reply announcing IRD
+// and ORD 4 and the extensions in features. The connection's deadline is
+// 10 s from now.
+func answerRequest(c net.Conn, features iw.Features) error {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, iw.MPAHeaderSize)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c, make([]byte, binary.BigEndian.Uint16(hdr[18:]))); err != nil {
+		return err
+	}
+	pd, _ := (&iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}, Caps: true, Features: features}).Append(nil)
+	_, err := c.Write(reply(iw.MPAEnhanced, 2, pd))
+	return err
 }
 
 // notice is the FPDU of a goverbs Final or Placed notice (op) that says

@@ -141,26 +141,33 @@ func TestHostileMPARequests(t *testing.T) {
 	})
 	// After all that the listener still serves an honest peer.
 	t.Run("honest after", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a := openDev(t)
-		qa, _ := newQP(t, a, must(a.AllocPD()))
-		qb, _ := newQP(t, d, must(d.AllocPD()))
-		done := make(chan error, 1)
-		go func() {
-			req, err := ln.Accept(ctx)
-			if err == nil {
-				_, err = req.Accept(ctx, qb, verbs.ConnParam{})
-			}
-			done <- err
-		}()
-		if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{PrivateData: []byte("hi")}); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		honestConnects(t, d, ln, []byte("hi"))
 	})
+}
+
+// honestConnects dials d's listener ln from a fresh device and accepts:
+// the listener still serves an honest initiator.
+func honestConnects(t *testing.T, d *verbs.Device, ln *verbs.Listener, pd []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := openDev(t)
+	qa, _ := newQP(t, a, must(a.AllocPD()))
+	qb, _ := newQP(t, d, must(d.AllocPD()))
+	done := make(chan error, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			_, err = req.Accept(ctx, qb, verbs.ConnParam{})
+		}
+		done <- err
+	}()
+	if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{PrivateData: pd}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fakeListener answers each connection with reply(c) after reading the
@@ -311,25 +318,7 @@ func TestListenerFlood(t *testing.T) {
 					t.Errorf("connection %d of %d: read %v, want it %s", i, n, err, map[bool]string{true: "closed", false: "open"}[old])
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a := openDev(t)
-			qa, _ := newQP(t, a, must(a.AllocPD()))
-			qb, _ := newQP(t, d, must(d.AllocPD()))
-			done := make(chan error, 1)
-			go func() {
-				req, err := ln.Accept(ctx)
-				if err == nil {
-					_, err = req.Accept(ctx, qb, verbs.ConnParam{})
-				}
-				done <- err
-			}()
-			if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{}); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			honestConnects(t, d, ln, nil)
 		})
 	}
 }

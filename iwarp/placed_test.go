@@ -3,7 +3,6 @@ package iwarp_test
 import (
 	"context"
 	"encoding/binary"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -43,15 +42,9 @@ func TestPlacedNoticeConfirmsWithoutProbe(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		hdr := make([]byte, iw.MPAHeaderSize)
-		if _, err := io.ReadFull(c, hdr); err != nil {
+		if answerRequest(c, iwarp.FeatureFinal|iwarp.FeaturePlaced) != nil {
 			return
 		}
-		io.ReadFull(c, make([]byte, binary.BigEndian.Uint16(hdr[18:])))
-		pd, _ := (&iw.PrivateDataFields{IRDORD: &iw.IRDORDFields{IRD: 4, ORD: 4}, Caps: true,
-			Features: iwarp.FeatureFinal | iwarp.FeaturePlaced}).Append(nil)
-		c.Write(reply(iw.MPAEnhanced, 2, pd))
 		var off uint64
 		n = 0
 		noticed := false
