@@ -75,10 +75,11 @@ var rules = map[string][]string{
 	"stream":                    {"verbs", "mem"},                       // rings over mem.Alloc memory: direct on shm
 
 	// Test kits and commands.
-	"internal/conformance": {"provider", "verbs", "mem"},
-	"internal/soak":        {},                                            // a test only: many QPs churning on every transport
-	"internal/linkcut":     {},                                            // a test only: a veth link cut under a QP
-	"cmd/goverbs-hosts":    {"provider", "verbs", "mem", "iwarp", "roce"}, // one host of scripts/hosts.sh
+	"internal/conformance":         {"provider", "verbs", "mem"},
+	"internal/soak":                {},                                            // a test only: many QPs churning on every transport
+	"internal/linkcut":             {},                                            // a test only: a veth link cut under a QP
+	"interop/internal/interoptest": {"verbs", "roce"},                             // the interop tests' RoCE devices
+	"cmd/goverbs-hosts":            {"provider", "verbs", "mem", "iwarp", "roce"}, // one host of scripts/hosts.sh
 	"cmd/goverbs": {"provider", "verbs", "mem", "bench", "bench/stats", "bench/report",
 		"loopback", "iwarp", "roce", "shm", "fabric", "rdmacore", "stream",
 		"interop/rping", "interop/pingpong", "interop/perftest", "interop/cmatose", "interop/xstack", "golang.org/x/sys"},
