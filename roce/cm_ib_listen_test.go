@@ -27,6 +27,9 @@ func TestIBListenerSkipsDialerWhoGaveUp(t *testing.T) {
 	if _, err := c1.Dial(ctx1, ln.Addr(), qp1, verbs.ConnParam{PrivateData: []byte("first")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("dial nobody accepts: %v, want context.DeadlineExceeded", err)
 	}
+	// The dialer's REJ must have reached the listener's engine: nothing
+	// can skip a request whose dialer's give-up has not arrived.
+	time.Sleep(250 * time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
