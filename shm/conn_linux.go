@@ -52,10 +52,10 @@ type conn struct {
 	// engine (drive_linux.go) holds it while it runs a pass; eng is
 	// theirs. polled says a poller drove since the engine goroutine last
 	// looked: it parks on wake meanwhile.
-	turn   sync.Mutex
-	polled atomic.Bool
-	wake   chan struct{}
-	cqs    [2]*drivenCQ // the CQs that drive us; guarded by l.mu
+	turn       sync.Mutex
+	polled     atomic.Bool
+	wake       chan struct{}
+	undriveCQs func() // takes the connection off its QP's CQs (DriveFromPolls); guarded by l.mu
 
 	cnt  counters // QP.Counters
 	run  runner   // requester state; runner_linux.go

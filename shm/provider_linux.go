@@ -5,7 +5,6 @@ import (
 	"log"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -46,11 +45,10 @@ func (p *Provider) Open() (provider.Device, error) {
 		return nil, fmt.Errorf("%w: an shm Provider opens one device; make another Provider", provider.ErrBusy)
 	}
 	l := &link{cfg: cfg, conns: make(map[*conn]struct{}), regions: make(map[*soft.MR]*exportRegion),
-		listeners: make(map[*listener]struct{}), notify: make(map[uint32]Notify),
-		qpCQs: make(map[weak.Pointer[soft.QP]][2]*drivenCQ)}
+		listeners: make(map[*listener]struct{}), notify: make(map[uint32]Notify)}
 	l.dev = soft.NewDevice(l, soft.Config{Name: cfg.Name, Caps: cfg.Caps})
 	p.l = l
-	return &device{Device: l.dev, l: l}, nil
+	return l.dev, nil
 }
 
 // SetNotify sets how the engine of the connection of QP qpn learns of its
@@ -92,8 +90,7 @@ type link struct {
 	conns     map[*conn]struct{}
 	regions   map[*soft.MR]*exportRegion // registered regions a peer can map
 	listeners map[*listener]struct{}
-	notify    map[uint32]Notify                      // per-QP notify mode (SetNotify)
-	qpCQs     map[weak.Pointer[soft.QP]][2]*drivenCQ // the send and receive CQs of each QP (drive_linux.go)
+	notify    map[uint32]Notify // per-QP notify mode (SetNotify)
 	closed    bool
 
 	// watchMu guards watches: the watch of each peer process that

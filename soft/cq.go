@@ -3,6 +3,7 @@ package soft
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,12 +28,14 @@ type CQ struct {
 	dev  *Device
 	ring devcore.CQ[*QP]
 
-	yield      bool                        // the link's PollYielder asked for idle yields
-	driver     PollDriver                  // the link's, if it drives its engine from Poll; set at creation
-	waitDrive  bool                        // the link's endpoints may drive Waits (WaitDriver); set at creation
-	driving    atomic.Pointer[Interrupter] // the endpoint driving a Wait now, if any
-	emptyPolls atomic.Uint32               // empty Polls in the current streak
-	emptySince atomic.Int64                // when the streak's clock started (UnixNano), 0 if not
+	yield      bool                           // the link's PollYielder asked for idle yields
+	driver     PollDriver                     // the link's, if it drives its engine from Poll; set at creation
+	waitDrive  bool                           // the link's endpoints may drive Waits (WaitDriver); set at creation
+	driving    atomic.Pointer[Interrupter]    // the endpoint driving a Wait now, if any
+	engines    atomic.Pointer[[]PolledEngine] // registered by QP.DriveFromPolls; copied on write under enginesMu
+	enginesMu  sync.Mutex
+	emptyPolls atomic.Uint32 // empty Polls in the current streak
+	emptySince atomic.Int64  // when the streak's clock started (UnixNano), 0 if not
 }
 
 // Idle-poll yielding (see PollYielder): after idleYieldAfter of empty
@@ -86,13 +89,62 @@ func (cq *CQ) push(wc *provider.WorkCompletion) {
 // long run of empty Polls yields the thread now and then.
 func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	n, err := cq.ring.Poll(wc)
-	if n == 0 && err == nil && len(wc) > 0 && cq.driver != nil && cq.driver.DriveEmptyPoll() {
+	if n == 0 && err == nil && len(wc) > 0 && (cq.driver != nil && cq.driver.DriveEmptyPoll() || cq.drivePolled()) {
 		n, err = cq.ring.Poll(wc)
 	}
 	if cq.yield {
 		cq.idlePoll(n)
 	}
 	return n, err
+}
+
+// drivePolled runs one pass of each engine registered with the CQ on the
+// polling goroutine, and reports whether any made progress.
+func (cq *CQ) drivePolled() bool {
+	es := cq.engines.Load()
+	if es == nil {
+		return false
+	}
+	progress := false
+	for _, e := range *es {
+		if e.DrivePoll() {
+			progress = true
+		}
+	}
+	return progress
+}
+
+// stopPolling tells the registered engines that a goroutine stops polling
+// the CQ to wait.
+func (cq *CQ) stopPolling() {
+	if es := cq.engines.Load(); es != nil {
+		for _, e := range *es {
+			e.StopPolling()
+		}
+	}
+}
+
+// setEngines adds e to the engines of the CQ, or takes it off.
+func (cq *CQ) setEngines(e PolledEngine, add bool) {
+	cq.enginesMu.Lock()
+	defer cq.enginesMu.Unlock()
+	var es []PolledEngine
+	if old := cq.engines.Load(); old != nil {
+		es = make([]PolledEngine, 0, len(*old)+1)
+		for _, o := range *old {
+			if o != e {
+				es = append(es, o)
+			}
+		}
+	}
+	if add {
+		es = append(es, e)
+	}
+	if len(es) == 0 {
+		cq.engines.Store(nil)
+		return
+	}
+	cq.engines.Store(&es)
 }
 
 // idlePoll keeps the streak of empty Polls and yields the thread when it
@@ -122,6 +174,7 @@ func (cq *CQ) idlePoll(n int) {
 // receive completion or an error), or when ctx ends. It is level-triggered:
 // a completion already queued ends the wait at once.
 func (cq *CQ) Wait(ctx context.Context, solicitedOnly bool) error {
+	cq.stopPolling()
 	if d := cq.waitDriver(); d != nil {
 		return cq.ring.Wait(ctx, solicitedOnly, func() { d.DriveWait(ctx, cq, solicitedOnly) }, nil)
 	}

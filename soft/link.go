@@ -109,6 +109,21 @@ type PollDriver interface {
 	BeforeWait()
 }
 
+// PolledEngine is an endpoint's engine that may run on the goroutine of
+// an application polling a CQ its QP completes into, instead of on a
+// goroutine of its own (shm: a busy poller runs its connection's engine
+// pass itself, so one spinning thread serves the message where it is
+// awaited). The endpoint registers it with QP.DriveFromPolls while it is
+// connected. An empty Poll of the CQ calls DrivePoll on each engine
+// registered there and polls once more when one reports progress; a Wait
+// calls StopPolling on each first, since that goroutine polls no more and
+// the engine's own goroutine must run again. Both may be called from any
+// goroutine, concurrently, and must not block.
+type PolledEngine interface {
+	DrivePoll() bool
+	StopPolling()
+}
+
 // WaitDriverLink is implemented by links whose endpoints may run their
 // receive path on a goroutine that waits on a CQ (WaitDriver), so that the
 // waiter, parked in the link's socket, is the only goroutine woken for a

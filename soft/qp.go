@@ -203,3 +203,19 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 	}
 	return nil
 }
+
+// DriveFromPolls registers e with the CQs the QP completes into, so that
+// their empty Polls run it (PolledEngine), until the returned function
+// takes it off. The endpoint calls it once it is connected.
+func (qp *QP) DriveFromPolls(e PolledEngine) (stop func()) {
+	qp.sendCQ.setEngines(e, true)
+	if qp.recvCQ != qp.sendCQ {
+		qp.recvCQ.setEngines(e, true)
+	}
+	return func() {
+		qp.sendCQ.setEngines(e, false)
+		if qp.recvCQ != qp.sendCQ {
+			qp.recvCQ.setEngines(e, false)
+		}
+	}
+}
