@@ -97,6 +97,7 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	stderr = &lockedWriter{w: stderr} // watchEvents writes too
 	defer watchDevice(dev, stderr)()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
 	switch mode {
