@@ -13,6 +13,11 @@ import (
 // Errno below 256 against the syscall.Errno of the same value.
 type Errno int
 
+// eremoteio is FI_EREMOTEIO, Linux's EREMOTEIO (121), which libfabric
+// reports for a remote operation error; syscall names it on Linux only,
+// and the package builds everywhere.
+const eremoteio Errno = 121
+
 // libfabric's own error numbers (rdma/fi_errno.h).
 const (
 	EOTHER      Errno = 256 // unspecified error
@@ -192,7 +197,7 @@ func completionStatus(e Errno, recv bool) provider.Status {
 			return provider.StatusLocQPOpErr
 		}
 		return provider.StatusRemInvReqErr
-	case Errno(syscall.EREMOTEIO):
+	case eremoteio:
 		return provider.StatusRemOpErr
 	case Errno(syscall.ECONNRESET), Errno(syscall.ECONNABORTED), Errno(syscall.ENOTCONN),
 		Errno(syscall.EPIPE), Errno(syscall.ESHUTDOWN), Errno(syscall.EIO):
