@@ -18,6 +18,13 @@
 //   - Who answers a request (Claim): exactly one of Accept, Reject, the
 //     dialer's give-up, expiry and the listener's Close; the losers see
 //     ErrAnswered (ErrInvalidState).
+//   - The dialer's watch (Watch), for a CM whose requests come over a
+//     connection of their own (iwarp, roce's side channel, shm): a read of
+//     the connection while the request waits, since a dialer sends nothing
+//     before the answer; its end claims the request (ErrDialerGone, or
+//     ErrDialerSpoke when the dialer broke the protocol), so Accept skips
+//     it and the backlog drops it. A CM over datagrams (the IB CM) claims
+//     a request itself when the dialer's REJ or DREQ comes.
 //   - The half-open set (HalfOpen), where a transport reads requests off
 //     sockets (iwarp, roce's side channel): connections accepted whose
 //     request is not read yet, bounded in all and per source; a
