@@ -59,7 +59,7 @@ type fcq struct {
 
 // CreateCQ implements provider.Device.
 func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
-	if attr.Entries < 1 || uint32(attr.Entries) > d.caps.MaxCQE {
+	if attr.Entries < 1 || uint64(attr.Entries) > uint64(d.caps.MaxCQE) {
 		return nil, fmt.Errorf("%w: CQ of %d entries (1 to %d)", provider.ErrInvalidArgument, attr.Entries, d.caps.MaxCQE)
 	}
 	d.mu.Lock()

@@ -48,7 +48,7 @@ const (
 )
 
 func (d *Device) CreateCQ(attr provider.CQAttr) (provider.CQ, error) {
-	if attr.Entries < 1 || uint32(attr.Entries) > d.caps.MaxCQE {
+	if attr.Entries < 1 || uint64(attr.Entries) > uint64(d.caps.MaxCQE) {
 		return nil, fmt.Errorf("%w: CQ of %d entries (1 to %d)", provider.ErrInvalidArgument, attr.Entries, d.caps.MaxCQE)
 	}
 	if err := d.count(&d.nCQ, d.caps.MaxCQ, "completion queues"); err != nil {
@@ -232,6 +232,16 @@ func (cq *CQ) Close() error {
 	cq.dev.mu.Unlock()
 	cq.dev.nCQ.Add(-1)
 	return nil
+}
+
+// closeRing closes the ring for the device's Close: its waiters return,
+// a Wait driven through a link's socket included. The CQ stays among the
+// device's, whose count the closed device no longer needs.
+func (cq *CQ) closeRing() {
+	cq.ring.Close()
+	if i := cq.driving.Load(); i != nil {
+		(*i).Interrupt()
+	}
 }
 
 // ownCQ converts a CQ argument to one of d's.

@@ -185,6 +185,19 @@ func (d *Device) Close() error {
 		mr.Deregister()
 	}
 	err = d.link.Close()
+	// The CQs close last, after the QPs flushed into them: a Poll still
+	// takes those completions, then ErrClosed; a Wait returns ErrClosed at
+	// once, a blocked one included (objects of a closed device return
+	// ErrClosed, and nothing waits on them for ever).
+	d.mu.Lock()
+	cqs := make([]*CQ, 0, len(d.cqs))
+	for cq := range d.cqs {
+		cqs = append(cqs, cq)
+	}
+	d.mu.Unlock()
+	for _, cq := range cqs {
+		cq.closeRing()
+	}
 	d.events.Close()
 	return err
 }

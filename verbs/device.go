@@ -105,6 +105,9 @@ func (cq *CQ) WaitSolicited(ctx context.Context) error { return cq.p.Wait(ctx, t
 
 // Close destroys the CQ. It fails with ErrBusy while a QP uses it.
 func (cq *CQ) Close() error {
+	if cq.dev.isClosed() {
+		return ErrClosed // it went with the device
+	}
 	if err := cq.life.close("QPs use the CQ"); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,9 @@ type PD struct {
 // Close deallocates the PD. It fails with ErrBusy while regions, windows or
 // QPs of the PD are open.
 func (pd *PD) Close() error {
+	if pd.dev.isClosed() {
+		return ErrClosed // it went with the device
+	}
 	if err := pd.life.close("regions, windows or QPs still use the PD"); err != nil {
 		return err
 	}
@@ -50,6 +54,9 @@ func (pd *PD) RegisterMemory(m Memory, access Access) (*MR, error) {
 }
 
 func (pd *PD) register(buf []byte, access Access, m Memory) (*MR, error) {
+	if pd.dev.isClosed() {
+		return nil, ErrClosed
+	}
 	if err := pd.life.acquire(); err != nil {
 		return nil, err
 	}
@@ -132,19 +139,25 @@ func (mr *MR) Deregister() error {
 	if mr.closed.Load() {
 		return ErrClosed
 	}
-	if err := mr.p.Deregister(); err != nil {
+	err := mr.p.Deregister()
+	if err != nil && !(errors.Is(err, ErrClosed) && mr.pd.dev.isClosed()) {
 		return err
 	}
+	// A region of a closed device is gone with it: ErrClosed, and the PD
+	// no longer counts it (its Close must not report it busy forever).
 	if mr.closed.CompareAndSwap(false, true) {
 		mr.mu.Lock()
 		mr.pd.life.release()
 		mr.mu.Unlock()
 	}
-	return nil
+	return err
 }
 
 // AllocMW allocates a memory window of type 1 or 2.
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
+	if pd.dev.isClosed() {
+		return nil, ErrClosed
+	}
 	if err := pd.life.acquire(); err != nil {
 		return nil, err
 	}

@@ -227,7 +227,7 @@ func (d *Device) Dial(ctx context.Context, addr string, qp *QP, param ConnParam)
 	if qp == nil || qp.pd.dev != d {
 		return ConnInfo{}, fmt.Errorf("%w: QP of another device", ErrInvalidArgument)
 	}
-	if qp.closed.Load() {
+	if qp.closed.Load() || d.isClosed() {
 		return ConnInfo{}, ErrClosed
 	}
 	return d.p.Dial(ctx, addr, qp.p, param)

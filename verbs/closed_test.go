@@ -1,0 +1,88 @@
+package verbs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// TestCreateCQTooLarge: a CQ beyond the device's MaxCQE is refused, also
+// when the count does not fit 32 bits (it was truncated, passed the check
+// and the allocation killed the process).
+func TestCreateCQTooLarge(t *testing.T) {
+	dev, err := verbs.Open(loopback.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, n := range []int{int(dev.Caps().MaxCQE) + 1, 1<<40 + 16, 1 << 32} {
+		if cq, err := dev.CreateCQ(n); !errors.Is(err, verbs.ErrInvalidArgument) {
+			if cq != nil {
+				cq.Close()
+			}
+			t.Errorf("CreateCQ(%d): %v, want ErrInvalidArgument", n, err)
+		}
+	}
+}
+
+// TestObjectsOfClosedDevice: after Device.Close a Wait blocked on one of
+// its CQs returns ErrClosed, the completions its QPs flushed are still
+// polled, and every object of the device returns ErrClosed: a region is
+// neither registered nor left counted against its PD, and nothing dials.
+func TestObjectsOfClosedDevice(t *testing.T) {
+	dev, err := verbs.Open(loopback.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := testkit.Must(dev.AllocPD())(t)
+	cq := testkit.Must(dev.CreateCQ(16))(t)
+	idle := testkit.Must(dev.CreateCQ(4))(t)
+	qp := testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
+	mr := testkit.Must(pd.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))(t)
+	if err := qp.Modify(&verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessRemoteWrite}, verbs.AttrState|verbs.AttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostRecv([]verbs.RecvWR{{ID: 7, SGL: []verbs.SGE{mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { waited <- idle.Wait(ctx) }()
+	time.Sleep(20 * time.Millisecond) // the waiter blocks
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("Wait blocked across Device.Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a Wait blocked on a CQ of the device did not return when the device closed")
+	}
+	wc := make([]verbs.WorkCompletion, 4)
+	if n, err := cq.Poll(wc); n != 1 || err != nil || wc[0].ID != 7 || wc[0].Status != verbs.StatusWRFlushErr {
+		t.Errorf("Poll after Device.Close: %d %v %+v, want the flushed receive", n, err, wc[:n])
+	}
+	res := map[string]error{}
+	_, res["Poll (drained)"] = cq.Poll(wc)
+	res["Wait"] = cq.Wait(ctx)
+	_, res["RegisterMR"] = pd.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite)
+	_, res["AllocMW"] = pd.AllocMW(verbs.MWType2)
+	_, res["Dial"] = dev.Dial(ctx, "nowhere", qp, verbs.ConnParam{})
+	res["Deregister"] = mr.Deregister()
+	res["CQ.Close"] = cq.Close()
+	res["PD.Close"] = pd.Close()
+	for what, err := range res {
+		if !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("%s after Device.Close: %v, want ErrClosed", what, err)
+		}
+	}
+}
