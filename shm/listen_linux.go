@@ -121,10 +121,16 @@ func (ln *listener) handshake(uc *net.UnixConn) {
 }
 
 // refuse rejects a request the listener could not take, and closes its
-// socket.
+// socket. A hello still unread is read first (its descriptors closed): a
+// Unix socket closed with unread data resets its peer, whose read then
+// fails with ECONNRESET instead of returning the reject.
 func refuse(uc *net.UnixConn, reason string) {
 	rej := reject{reason: reason}
 	ctlConn{uc}.send(rej.encode(), 100*time.Millisecond)
+	uc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, fds, err := (ctlConn{uc}).recv(make([]byte, maxCtlMsg)); err == nil {
+		closeFDs(fds)
+	}
 	uc.Close()
 }
 
