@@ -12,7 +12,7 @@ const (
 	StatusLocLenErr      Status = 1  // local length error: a message did not fit the receive, or an SGE list is too long
 	StatusLocQPOpErr     Status = 2  // local QP operation error: the WR cannot be executed on this QP
 	StatusLocProtErr     Status = 4  // local protection error: bad lkey, bounds or rights on local memory
-	StatusWRFlushErr     Status = 5  // the QP was in ERR: the WR was flushed, not executed
+	StatusWRFlushErr     Status = 5  // the QP entered ERR before the WR completed: a WR still queued was not executed; one already sent may have been, its acknowledgement not yet in (as on every RDMA device)
 	StatusMWBindErr      Status = 6  // memory window bind error
 	StatusBadRespErr     Status = 7  // the peer's response was unexpected or malformed
 	StatusLocAccessErr   Status = 8  // local access error (e.g. the receive buffer lacks local write)
