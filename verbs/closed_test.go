@@ -86,3 +86,17 @@ func TestObjectsOfClosedDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestPollWaitNoRoom: PollWait with no room for a completion is an
+// argument error, not 0 and nil at once (a caller looping on it spun).
+func TestPollWaitNoRoom(t *testing.T) {
+	dev, err := verbs.Open(loopback.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	cq := testkit.Must(dev.CreateCQ(4))(t)
+	if n, err := cq.PollWait(context.Background(), nil); n != 0 || !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Fatalf("PollWait(nil): %d, %v; want 0, ErrInvalidArgument", n, err)
+	}
+}

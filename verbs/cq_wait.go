@@ -1,6 +1,9 @@
 package verbs
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // PollWait copies up to len(wc) completions into wc, oldest first, waiting
 // until at least one is there or ctx ends. It is the loop every consumer of
@@ -9,12 +12,14 @@ import "context"
 // completion is ready.
 //
 // It returns n > 0 with a nil error, or 0 and ctx's error, or the
-// completions kept before an overrun and then ErrCQOverrun, as Poll does.
+// completions kept before an overrun and then ErrCQOverrun, as Poll does;
+// an empty wc is ErrInvalidArgument.
 // An error status in a completion is not an error of PollWait: look at each
 // wc[i].Status (or use wc[i].Err).
 func (cq *CQ) PollWait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if len(wc) == 0 {
-		return 0, nil
+		// Nothing can be returned: a caller looping on it would spin.
+		return 0, fmt.Errorf("%w: PollWait needs room for a completion (len(wc) is 0)", ErrInvalidArgument)
 	}
 	for {
 		n, err := cq.p.Poll(wc)
