@@ -729,6 +729,7 @@ func (c *Conn) CloseWrite() error {
 	c.wshut = true
 	c.wantCtrl = ctrlShutdown
 	c.flushLocked()
+	c.wake() // a Write waiting for ring space fails now (write after CloseWrite)
 	return nil
 }
 
@@ -818,8 +819,12 @@ func (c *Conn) LocalAddr() net.Addr { return c.laddr }
 // RemoteAddr returns the peer's transport address.
 func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 
-// SetDeadline sets both deadlines.
+// SetDeadline sets both deadlines. On a closed stream it fails with an
+// error matching net.ErrClosed.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if isClosed(c.done) {
+		return c.opError("set deadline", net.ErrClosed)
+	}
 	c.rdl.set(t)
 	c.wdl.set(t)
 	return nil
@@ -827,12 +832,24 @@ func (c *Conn) SetDeadline(t time.Time) error {
 
 // SetReadDeadline sets the time after which Read fails with an error that
 // is a timeout and matches os.ErrDeadlineExceeded.
-func (c *Conn) SetReadDeadline(t time.Time) error { c.rdl.set(t); return nil }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if isClosed(c.done) {
+		return c.opError("set deadline", net.ErrClosed)
+	}
+	c.rdl.set(t)
+	return nil
+}
 
 // SetWriteDeadline sets the time after which Write fails with an error
 // that is a timeout and matches os.ErrDeadlineExceeded; bytes already
 // accepted are still sent.
-func (c *Conn) SetWriteDeadline(t time.Time) error { c.wdl.set(t); return nil }
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if isClosed(c.done) {
+		return c.opError("set deadline", net.ErrClosed)
+	}
+	c.wdl.set(t)
+	return nil
+}
 
 // SendMode reports how the stream sends: "write-with-imm", or "send" (a
 // WRITE, then the message word in a SEND), rsocket's way on iWARP.

@@ -146,27 +146,40 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // AcceptStream is Accept returning the *Conn.
+//
+// A request that fails on its own (its dialer gave up or broke rsocket's
+// protocol, or this side could not make its QP) is refused and Accept
+// waits for the next, as a TCP listener's accept does not fail for a
+// client that reset: an error would end a server's accept loop
+// (http.Server.Serve returns on one). Accept fails only once the listener
+// or its device is closed, with an error matching net.ErrClosed, or when
+// the device's listener itself fails.
 func (l *Listener) AcceptStream() (*Conn, error) {
 	for {
 		req, err := l.l.Accept(l.ctx)
 		if err != nil {
-			if l.ctx.Err() != nil {
-				err = net.ErrClosed
-			}
-			return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.addr, Err: err}
+			return nil, l.acceptError(err)
 		}
 		c, err := l.accept(req)
-		if errors.Is(err, verbs.ErrProtocol) {
-			continue
+		if err == nil {
+			return c, nil
 		}
-		if err != nil {
-			if l.ctx.Err() != nil {
-				err = net.ErrClosed
-			}
-			return nil, &net.OpError{Op: "accept", Net: Network, Addr: l.addr, Err: err}
+		if l.ctx.Err() != nil || errors.Is(err, verbs.ErrClosed) {
+			return nil, l.acceptError(err)
 		}
-		return c, nil
 	}
+}
+
+// acceptError is Accept's error: one matching net.ErrClosed once the
+// listener or its device closed.
+func (l *Listener) acceptError(err error) error {
+	switch {
+	case l.ctx.Err() != nil:
+		err = net.ErrClosed
+	case errors.Is(err, verbs.ErrClosed):
+		err = fmt.Errorf("%w: %w", net.ErrClosed, err)
+	}
+	return &net.OpError{Op: "accept", Net: Network, Addr: l.addr, Err: err}
 }
 
 func (l *Listener) accept(req *verbs.ConnRequest) (*Conn, error) {
@@ -208,6 +221,9 @@ func (l *Listener) Close() error {
 		l.cancel()
 		err = l.l.Close()
 	})
+	if errors.Is(err, verbs.ErrClosed) && !errors.Is(err, net.ErrClosed) {
+		err = fmt.Errorf("%w: %w", net.ErrClosed, err) // the device closed first
+	}
 	if err != nil {
 		return &net.OpError{Op: "close", Net: Network, Addr: l.addr, Err: err}
 	}
@@ -260,9 +276,12 @@ func (cfg *Config) newConn(dev *verbs.Device) (c *Conn, err error) {
 		done: make(chan struct{}), idle: make(chan struct{}), pollDone: make(chan struct{}),
 		rdl: newDeadline(), wdl: newDeadline(), wantCtrl: -1,
 	}
+	// What was made before a failure is released; the returns below set
+	// c to nil, so the deferred release holds the Conn itself.
+	made := c
 	defer func() {
 		if err != nil {
-			c.release()
+			made.release()
 		}
 	}()
 	if c.pd, err = dev.AllocPD(); err != nil {

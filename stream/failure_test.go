@@ -1,0 +1,220 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/shm"
+	"github.com/goverbs/goverbs/stream"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// TestDialClosedDevice: a stream whose verbs objects cannot be made (the
+// device is closed) fails with an error; it used to panic in the release
+// of what it had made.
+func TestDialClosedDevice(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev, err := verbs.Open(tr.open())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if c, err := tr.cfg.Dial(ctx, dev, "127.0.0.1:1"); err == nil {
+			c.Close()
+			t.Fatal("dial on a closed device succeeded")
+		}
+	})
+}
+
+// TestAcceptOutOfQPs: a request that the listener's device has no QP for
+// is refused, and Accept serves the next one once a QP is free; it used to
+// panic.
+func TestAcceptOutOfQPs(t *testing.T) {
+	srv, err := verbs.Open(shm.New(shm.Options{Caps: provider.Caps{MaxQP: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := verbs.Open(shm.New(shm.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	l, err := stream.Listen(srv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	first, err := stream.Dial(ctx, cli, l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	held := <-accepted // the server's only QP
+	if c, err := stream.Dial(ctx, cli, l.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("a dial the server had no QP for succeeded")
+	} else if !errors.Is(err, verbs.ErrRejected) {
+		t.Fatalf("dial the server had no QP for: %v, want ErrRejected", err)
+	}
+	held.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		c, err := stream.Dial(ctx, cli, l.Addr().String())
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no dial succeeded once the server's QP was free: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the closed stream's QP goes
+	}
+}
+
+// TestAcceptSurvivesAbandonedDials: dialers that give up mid-handshake do
+// not make Accept fail (an error there ends a server's accept loop, as
+// http.Server.Serve's); the live dialer after them is served.
+func TestAcceptSurvivesAbandonedDials(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		l, err := tr.cfg.ListenStream(dev, tr.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var (
+			mu      sync.Mutex
+			errs    []error
+			conns   []net.Conn
+			stopped = make(chan struct{})
+		)
+		go func() {
+			defer close(stopped)
+			for {
+				c, err := l.Accept()
+				mu.Lock()
+				if err != nil {
+					if !errors.Is(err, net.ErrClosed) {
+						errs = append(errs, err)
+					}
+					mu.Unlock()
+					return
+				}
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+		for i := range 40 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+i*50)*time.Microsecond)
+			if c, err := tr.cfg.Dial(ctx, dev, l.Addr().String()); err == nil {
+				c.Close()
+			}
+			cancel()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := tr.cfg.Dial(ctx, dev, l.Addr().String())
+		if err != nil {
+			t.Fatalf("the dialer after the abandoned ones: %v", err)
+		}
+		c.Close()
+		l.Close()
+		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		if len(errs) > 0 {
+			t.Fatalf("Accept failed %d times for dialers that gave up, e.g. %v", len(errs), errs[0])
+		}
+	})
+}
+
+// TestCloseWriteUnblocksWrite: a Write waiting for ring space returns when
+// its own side shuts its write half, as on TCP; the peer reads nothing.
+func TestCloseWriteUnblocksWrite(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		c1, _, stop := pipe(t, dev, tr)
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c1.Write(make([]byte, 8<<20)) // more than the rings hold
+			done <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // the Write blocks
+		if err := c1.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a Write cut short by CloseWrite reported no error")
+			}
+		case <-time.After(time.Second):
+			t.Fatal("CloseWrite left a blocked Write blocked")
+		}
+	})
+}
+
+// TestClosedStreamErrors: on a closed stream the deadline setters fail as
+// net.TCPConn's do, and a listener whose device closed fails Accept and
+// Close with errors matching net.ErrClosed.
+func TestClosedStreamErrors(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev, err := verbs.Open(tr.open())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1, _, stop := pipe(t, dev, tr)
+		c1.Close()
+		for name, set := range map[string]func(time.Time) error{
+			"SetDeadline": c1.SetDeadline, "SetReadDeadline": c1.SetReadDeadline, "SetWriteDeadline": c1.SetWriteDeadline,
+		} {
+			if err := set(time.Now()); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("%s on a closed stream: %v, want net.ErrClosed", name, err)
+			}
+		}
+		stop()
+		l, err := tr.cfg.ListenStream(dev, tr.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan error, 1)
+		go func() { _, err := l.Accept(); accepted <- err }()
+		time.Sleep(20 * time.Millisecond)
+		dev.Close()
+		select {
+		case err := <-accepted:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Errorf("Accept when the device closed: %v, want net.ErrClosed", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Accept did not return when the device closed")
+		}
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Close of a listener whose device closed: %v, want nil or net.ErrClosed", err)
+		}
+	})
+}
