@@ -2,6 +2,8 @@ package soft
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -160,10 +162,7 @@ func (d *Device) QPByNumber(qpn uint32) (*QP, bool) {
 func (d *Device) Close() error {
 	d.mu.Lock()
 	err := devcore.CloseOnce(&d.closed)
-	qps := make([]*QP, 0, len(d.qps))
-	for _, qp := range d.qps {
-		qps = append(qps, qp)
-	}
+	qps := slices.Collect(maps.Values(d.qps))
 	d.mu.Unlock()
 	if err != nil {
 		return err
@@ -173,10 +172,7 @@ func (d *Device) Close() error {
 	}
 	// The SRQs' posted receives hold their regions: drop them first.
 	d.mu.Lock()
-	srqs := make([]*SRQ, 0, len(d.srqs))
-	for s := range d.srqs {
-		srqs = append(srqs, s)
-	}
+	srqs := slices.Collect(maps.Keys(d.srqs))
 	d.mu.Unlock()
 	for _, s := range srqs {
 		s.Close()
@@ -190,10 +186,7 @@ func (d *Device) Close() error {
 	// once, a blocked one included (objects of a closed device return
 	// ErrClosed, and nothing waits on them for ever).
 	d.mu.Lock()
-	cqs := make([]*CQ, 0, len(d.cqs))
-	for cq := range d.cqs {
-		cqs = append(cqs, cq)
-	}
+	cqs := slices.Collect(maps.Keys(d.cqs))
 	d.mu.Unlock()
 	for _, cq := range cqs {
 		cq.closeRing()
