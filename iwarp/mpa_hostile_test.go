@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -154,20 +155,7 @@ func honestConnects(t *testing.T, d *verbs.Device, ln *verbs.Listener, pd []byte
 	a := openDev(t)
 	qa, _ := newQP(t, a, must(a.AllocPD()))
 	qb, _ := newQP(t, d, must(d.AllocPD()))
-	done := make(chan error, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			_, err = req.Accept(ctx, qb, verbs.ConnParam{})
-		}
-		done <- err
-	}()
-	if _, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{PrivateData: pd}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	testkit.ConnectOn(t, ctx, a, ln, qa, qb, verbs.ConnParam{PrivateData: pd})
 }
 
 // fakeListener answers each connection with reply(c) after reading the

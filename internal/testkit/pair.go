@@ -19,6 +19,13 @@ func Connect(t testing.TB, ctx context.Context, a, b *verbs.Device, addr string,
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	return ConnectOn(t, ctx, a, ln, qa, qb, verbs.ConnParam{})
+}
+
+// ConnectOn is Connect through a listener the caller holds (it stays
+// open), the dialer offering param.
+func ConnectOn(t testing.TB, ctx context.Context, a *verbs.Device, ln *verbs.Listener, qa, qb *verbs.QP, param verbs.ConnParam) verbs.ConnInfo {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		req, err := ln.Accept(ctx)
@@ -27,7 +34,7 @@ func Connect(t testing.TB, ctx context.Context, a, b *verbs.Device, addr string,
 		}
 		done <- err
 	}()
-	info, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{})
+	info, err := a.Dial(ctx, ln.Addr(), qa, param)
 	if err != nil {
 		t.Fatal(err)
 	}
