@@ -63,6 +63,7 @@ type rxState struct {
 	timer              *time.Timer
 	driving            bool // a CQ waiter runs the receive path (drive.go)
 	streaming          bool // inside a streamed FPDU: no read may end at a kick
+	gateOpened         bool // this FPDU opened the responder's gate: wake the send engine after it
 
 	// handled is how many bytes of the peer's stream were wholly handled
 	// (whole FPDUs, in order): the Placed and Final notices report it. The
@@ -146,10 +147,8 @@ func (e *endpoint) rxRun() error {
 
 // afterFPDU follows each FPDU handled, by whoever runs the receive path.
 func (e *endpoint) afterFPDU() {
-	if !e.gateOpen.Load() {
-		// RFC 5044 §7.1.1: the responder sends once it has the
-		// initiator's first FPDU.
-		e.gateOpen.Store(true)
+	if e.rx.gateOpened {
+		e.rx.gateOpened = false
 		e.kick(true)
 	}
 }

@@ -12,6 +12,15 @@ import (
 // payload the rest of the ULPDU when the FPDU is in the buffer (its CRC
 // checked), or nil with crc set when the payload is still on the socket.
 func (e *endpoint) rxMessage(op iw.Opcode, hdr, payload []byte, crc *iw.CRC32c) error {
+	if !e.gateOpen.Load() {
+		// RFC 5044 §7.1.1: the responder sends once it has the
+		// initiator's first FPDU. The gate opens before that FPDU acts,
+		// so that no completion it makes precedes it: a QP closed on
+		// that completion ends an open stream, with its Final notice.
+		// afterFPDU wakes the send engine.
+		e.gateOpen.Store(true)
+		e.rx.gateOpened = true
+	}
 	n := e.rx.segLen - len(hdr)
 	switch op {
 	case iw.OpWrite:
