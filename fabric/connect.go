@@ -189,9 +189,15 @@ type establish struct {
 func (qp *QP) establish(e establish) error {
 	qp.mu.Lock()
 	if qp.closed || qp.ep == 0 || (qp.state != provider.StateReset && qp.state != provider.StateInit) {
-		st := qp.state
+		st, torn := qp.state, !qp.closed && qp.ep == 0
 		qp.mu.Unlock()
 		qp.abandonEP()
+		if torn && (st == provider.StateReset || st == provider.StateInit) {
+			// The peer's shutdown overtook FI_CONNECTED and tore the
+			// endpoint down (libfabric tcp accepts for a dialer that
+			// already left).
+			return fmt.Errorf("%w: the peer shut the connection down before it was established", provider.ErrDisconnected)
+		}
 		return fmt.Errorf("%w: the QP moved to %v while connecting", provider.ErrInvalidState, st)
 	}
 	t := &qp.attr

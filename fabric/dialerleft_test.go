@@ -20,8 +20,9 @@ import (
 // differs by provider: sockets fails fi_accept at once (EIO); tcp reports
 // FI_CONNECTED without the dialer (its server side does not wait for the
 // client), and the QP learns of the peer's absence from the shutdown that
-// follows, in ERR within 5 s. Either way nothing hangs, and the listener
-// serves the next dialer.
+// follows, in ERR within 5 s, or, when that shutdown overtakes the
+// connection event, its Accept fails with ErrDisconnected. Either way
+// nothing hangs, and the listener serves the next dialer.
 func TestAcceptAfterDialerLeftGap(t *testing.T) {
 	for _, prov := range []string{"tcp", "sockets"} {
 		t.Run(prov, func(t *testing.T) {
