@@ -3,11 +3,15 @@ package verbs_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/loopback"
+	"github.com/goverbs/goverbs/roce"
+	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -99,4 +103,74 @@ func TestPollWaitNoRoom(t *testing.T) {
 	if n, err := cq.PollWait(context.Background(), nil); n != 0 || !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("PollWait(nil): %d, %v; want 0, ErrInvalidArgument", n, err)
 	}
+}
+
+// TestCloseRejectsUnansweredRequest: a request that Listener.Accept
+// handed out and nobody answered is rejected when the listener's device
+// closes, so its dialer learns at once (it waited out its timeout), and
+// answering it afterwards fails with ErrClosed.
+func TestCloseRejectsUnansweredRequest(t *testing.T) {
+	for name, open := range cmProviders() {
+		t.Run(name, func(t *testing.T) {
+			pa, pb, addr := open()
+			a, b := testkit.Open(t, pa), testkit.Open(t, pb)
+			ln := testkit.Must(b.Listen(addr))(t)
+			qa, qb := newQP(t, a), newQP(t, b)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			dialed := make(chan error, 1)
+			go func() {
+				_, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{})
+				dialed <- err
+			}()
+			req := testkit.Must(ln.Accept(ctx))(t)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := <-dialed; !errors.Is(err, verbs.ErrRejected) {
+				t.Fatalf("dial to a listener whose device closed: %v, want ErrRejected", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("the rejection took %v", d)
+			}
+			if _, err := req.Accept(ctx, qb, verbs.ConnParam{}); !errors.Is(err, verbs.ErrClosed) {
+				t.Fatalf("Accept after the device closed: %v, want ErrClosed", err)
+			}
+			if qa.State() == verbs.StateRTS {
+				t.Fatal("the rejected dialer's QP is in RTS")
+			}
+		})
+	}
+}
+
+// cmProviders are the transports whose connection management the verbs
+// layer ties to the device's life, each with the address to listen on.
+func cmProviders() map[string]func() (a, b verbs.Provider, addr string) {
+	ps := map[string]func() (verbs.Provider, verbs.Provider, string){
+		"loopback": func() (verbs.Provider, verbs.Provider, string) {
+			n := loopback.NewNetwork()
+			return n.Provider(), n.Provider(), "l"
+		},
+		"iwarp": func() (verbs.Provider, verbs.Provider, string) {
+			return iwarp.New(), iwarp.New(), "127.0.0.1:0"
+		},
+		"roce": func() (verbs.Provider, verbs.Provider, string) {
+			o := roce.Options{Addr: "127.0.0.1:0"}
+			return roce.New(o), roce.New(o), "127.0.0.1:0"
+		},
+	}
+	if runtime.GOOS == "linux" {
+		ps["shm"] = func() (verbs.Provider, verbs.Provider, string) {
+			return shm.New(shm.Options{}), shm.New(shm.Options{}), ""
+		}
+	}
+	return ps
+}
+
+func newQP(t *testing.T, d *verbs.Device) *verbs.QP {
+	pd := testkit.Must(d.AllocPD())(t)
+	cq := testkit.Must(d.CreateCQ(8))(t)
+	return testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
 }

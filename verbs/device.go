@@ -14,6 +14,7 @@ type Device struct {
 
 	mu     sync.Mutex
 	closed bool
+	cm     cmState
 }
 
 // Open opens the device of a provider (for example loopback.New()).
@@ -25,7 +26,9 @@ func Open(p Provider) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Device{p: d, caps: d.Caps()}, nil
+	dev := &Device{p: d, caps: d.Caps()}
+	dev.cm.init()
+	return dev, nil
 }
 
 // Caps reports the device's capabilities (SEMANTICS 1).
@@ -43,8 +46,11 @@ func (d *Device) isClosed() bool {
 
 // Close releases every object of the device: QPs move to ERR (their work is
 // flushed) and are destroyed, connections close, regions are deregistered.
-// Objects of a closed device return ErrClosed. Peers' WRs that the device
-// already placed and completed stay delivered: they complete with
+// Objects of a closed device return ErrClosed. A Dial or ConnRequest.Accept
+// in progress returns ErrClosed at once, and every request Listener.Accept
+// handed out but nobody answered is rejected, so its dialer learns at once.
+// Peers' WRs that the device already placed and completed stay delivered:
+// they complete with
 // StatusSuccess at the peer, as after QP.Close (SEMANTICS 16a), so a
 // process may close its device, or exit, right after polling its last
 // receive.
@@ -56,6 +62,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.closeCM()
 	return d.p.Close()
 }
 

@@ -227,10 +227,16 @@ func (d *Device) Dial(ctx context.Context, addr string, qp *QP, param ConnParam)
 	if qp == nil || qp.pd.dev != d {
 		return ConnInfo{}, fmt.Errorf("%w: QP of another device", ErrInvalidArgument)
 	}
-	if qp.closed.Load() || d.isClosed() {
+	if qp.closed.Load() {
 		return ConnInfo{}, ErrClosed
 	}
-	return d.p.Dial(ctx, addr, qp.p, param)
+	ctx, end, err := d.beginCM(ctx)
+	if err != nil {
+		return ConnInfo{}, err
+	}
+	defer end()
+	info, err := d.p.Dial(ctx, addr, qp.p, param)
+	return info, d.cmError(err)
 }
 
 // Listener accepts connection requests.
@@ -248,7 +254,11 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ConnRequest{dev: l.dev, p: r}, nil
+	req := &ConnRequest{dev: l.dev, p: r}
+	if !l.dev.handOut(req) {
+		return nil, ErrClosed
+	}
+	return req, nil
 }
 
 // Close stops listening.
@@ -276,11 +286,21 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (Conn
 	if qp.closed.Load() {
 		return ConnInfo{}, ErrClosed
 	}
-	return r.p.Accept(ctx, qp.p, param)
+	ctx, end, err := r.dev.beginCM(ctx)
+	if err != nil {
+		return ConnInfo{}, err // Close rejects the request
+	}
+	defer end()
+	r.dev.answered(r)
+	info, err := r.p.Accept(ctx, qp.p, param)
+	return info, r.dev.cmError(err)
 }
 
 // Reject refuses the request and sends privateData to the initiator.
-func (r *ConnRequest) Reject(privateData []byte) error { return r.p.Reject(privateData) }
+func (r *ConnRequest) Reject(privateData []byte) error {
+	r.dev.answered(r)
+	return r.p.Reject(privateData)
+}
 
 // Counters returns the transport's counters for the QP (packets, bytes,
 // retransmissions, NAKs, ...), or nil when the transport keeps none.

@@ -16,6 +16,7 @@ var cmTests = []test{
 	{"PrivateDataLimit", testPrivateDataLimit},
 	{"Reject", testReject},
 	{"DialTimesOut", testDialTimesOut},
+	{"DialEndsWhenDeviceCloses", testDialEndsWhenDeviceCloses},
 	{"AcceptSkipsDialerWhoLeft", testAcceptSkipsDialerWhoLeft},
 	{"ListenInUse", testListenInUse},
 	{"DialNowhere", testDialNowhere},
@@ -107,6 +108,32 @@ func testDialTimesOut(t *testing.T, e *Env) {
 	}
 	if st := qp.State(); st == verbs.StateRTS {
 		t.Fatalf("timed-out dial left the QP in RTS")
+	}
+}
+
+// testDialEndsWhenDeviceCloses: closing the device ends a Dial in
+// progress at once with ErrClosed, not when its context or the
+// transport's timeout runs out (it used to wait for either).
+func testDialEndsWhenDeviceCloses(t *testing.T, e *Env) {
+	qp, _ := newQP(t, e, nil, nil)
+	addr, err := e.B.Listen() // listening, but nobody accepts
+	noErr(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := e.A.Dial(ctx, addr, qp, verbs.ConnParam{})
+		dialed <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the dial is under way
+	noErr(t, e.A.Close())
+	select {
+	case err := <-dialed:
+		if !errors.Is(err, verbs.ErrClosed) {
+			t.Fatalf("dial whose device closed: %v, want ErrClosed", err)
+		}
+	case <-time.After(Timeout / 2):
+		t.Fatalf("dial still waiting %v after its device closed", Timeout/2)
 	}
 }
 
