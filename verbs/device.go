@@ -50,10 +50,9 @@ func (d *Device) isClosed() bool {
 // in progress returns ErrClosed at once, and every request Listener.Accept
 // handed out but nobody answered is rejected, so its dialer learns at once.
 // Peers' WRs that the device already placed and completed stay delivered:
-// they complete with
-// StatusSuccess at the peer, as after QP.Close (SEMANTICS 16a), so a
-// process may close its device, or exit, right after polling its last
-// receive.
+// they complete with StatusSuccess at the peer, as after QP.Close
+// (SEMANTICS 16a), so a process may close its device, or exit, right after
+// polling its last receive.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
