@@ -2,7 +2,6 @@ package iw
 
 import (
 	"bytes"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -98,15 +97,7 @@ func gatherFPDU(hdr, payload []byte) []byte {
 // blocks) and every FPDU of specs; corrupt, if non-nil, may alter an FPDU
 // after its CRC was computed.
 func writeTranscript(t *testing.T, specs []fpduSpec, corrupt func(i int, fpdu []byte)) string {
-	var buf bytes.Buffer
-	w, err := pcapgen.NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := pcapgen.NewTCPStream(w, netip.MustParseAddrPort("192.0.2.1:40000"), netip.MustParseAddrPort("192.0.2.2:5001"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := pcapgen.NewCapture(t, pcapgen.IWARPClient, pcapgen.IWARPServer)
 	for _, reply := range []bool{false, true} {
 		pd, err := (&PrivateDataFields{
 			IRDORD: &IRDORDFields{IRD: 16, ORD: 16}, Caps: true,
@@ -130,14 +121,7 @@ func writeTranscript(t *testing.T, specs []fpduSpec, corrupt func(i int, fpdu []
 			t.Fatal(err)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return pcapgen.WriteTemp(t, "iwarp.pcap", buf.Bytes())
-}
-
-func tshark(t *testing.T, path string, args ...string) string {
-	return pcapgen.RunTsharkIWARP(t, path, args...)
+	return s.Save(t, "iwarp.pcap")
 }
 
 func TestTsharkDecodesTranscript(t *testing.T) {
@@ -145,25 +129,8 @@ func TestTsharkDecodesTranscript(t *testing.T) {
 	specs := transcriptFPDUs()
 	path := writeTranscript(t, specs, nil)
 
-	verbose := tshark(t, path, "-V")
-	if n := strings.Count(verbose, "Good CRC32"); n != len(specs) {
-		t.Errorf("%d FPDUs with a good CRC, want %d", n, len(specs))
-	}
-	for _, bad := range []string{"Bad CRC32", "Malformed", "Unknown"} {
-		if strings.Contains(verbose, bad) {
-			t.Errorf("tshark -V reports %q", bad)
-		}
-	}
-	// Rev 2 + E draws two RFC 5044 warnings per MPA frame (WIRE.md §5.2);
-	// anything at error level means a malformed packet.
-	if expert := tshark(t, path, "-q", "-z", "expert,error"); strings.Contains(expert, "Errors (") {
-		t.Errorf("tshark expert errors:\n%s", expert)
-	}
-	args := []string{"-Y", "iwarp_mpa.fpdu", "-T", "fields", "-E", "separator=,"}
-	for _, f := range tsharkFields {
-		args = append(args, "-e", f)
-	}
-	rows := strings.Split(strings.TrimSpace(tshark(t, path, args...)), "\n")
+	pcapgen.CheckIWARPDecode(t, path, len(specs), "Bad CRC32", "Malformed", "Unknown")
+	rows := strings.Split(pcapgen.IWARPFields(t, path, "iwarp_mpa.fpdu", tsharkFields...), "\n")
 	if len(rows) != len(specs) {
 		t.Fatalf("%d FPDU frames decoded, want %d:\n%s", len(rows), len(specs), strings.Join(rows, "\n"))
 	}
@@ -189,11 +156,7 @@ func checkRDMAPHeaders(t *testing.T, path string) {
 			"0x01,0x02,0x01,1,1,0"},
 	}
 	for _, c := range checks {
-		args := []string{"-Y", c.filter, "-T", "fields", "-E", "separator=,"}
-		for _, f := range strings.Fields(c.fields) {
-			args = append(args, "-e", f)
-		}
-		if got := strings.TrimSpace(tshark(t, path, args...)); got != c.want {
+		if got := pcapgen.IWARPFields(t, path, c.filter, strings.Fields(c.fields)...); got != c.want {
 			t.Errorf("%s: tshark says %q, want %q (%s)", c.filter, got, c.want, c.fields)
 		}
 	}
@@ -207,7 +170,7 @@ func TestTsharkFlagsFlippedPayloadByte(t *testing.T) {
 			f[ULPDULengthSize+DDPUntaggedHeaderSize] ^= 0x20
 		}
 	})
-	verbose := tshark(t, path, "-V")
+	verbose := pcapgen.RunTsharkIWARP(t, path, "-V")
 	if n := strings.Count(verbose, "Bad CRC32"); n != 1 {
 		t.Errorf("%d FPDUs with a bad CRC, want 1", n)
 	}
