@@ -275,12 +275,7 @@ var eventNames = [...]string{
 	EventSRQLimitReached:  "SRQ limit reached",
 }
 
-func (e EventType) String() string {
-	if int(e) < len(eventNames) && eventNames[e] != "" {
-		return eventNames[e]
-	}
-	return "unknown event"
-}
+func (e EventType) String() string { return nameOf(eventNames[:], e, "unknown event") }
 
 // Counter is one named transport counter of a QP (packets, bytes,
 // retransmissions, NAKs by kind, ...).

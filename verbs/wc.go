@@ -88,12 +88,7 @@ var wcOpcodeNames = [...]string{
 	WCRecvRDMAImm: "RECV_RDMA_WITH_IMM",
 }
 
-func (o WCOpcode) String() string {
-	if o < numWCOpcodes {
-		return wcOpcodeNames[o]
-	}
-	return "UNKNOWN"
-}
+func (o WCOpcode) String() string { return nameOf(wcOpcodeNames[:], o, "UNKNOWN") }
 
 // IsRecv reports whether o is the completion of a receive WR.
 func (o WCOpcode) IsRecv() bool { return o == WCRecv || o == WCRecvRDMAImm }

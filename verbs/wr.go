@@ -93,12 +93,7 @@ var opcodeNames = [...]string{
 	OpBindMW:       "BIND_MW",
 }
 
-func (o Opcode) String() string {
-	if o < numOpcodes {
-		return opcodeNames[o]
-	}
-	return "UNKNOWN_OPCODE"
-}
+func (o Opcode) String() string { return nameOf(opcodeNames[:], o, "UNKNOWN_OPCODE") }
 
 // Valid reports whether o is a defined opcode.
 func (o Opcode) Valid() bool { return o < numOpcodes }
