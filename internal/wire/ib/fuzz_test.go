@@ -35,26 +35,10 @@ func FuzzParsePacket(f *testing.F) {
 // reencode builds a packet from the fields p's views decode to.
 func reencode(p *Packet) []byte {
 	s := spec{BTH: p.BTH.Fields(), Payload: p.Payload}
-	if p.RETH != nil {
-		s.RETH = p.RETH.Fields()
-	}
-	if p.AETH != nil {
-		s.AETH = p.AETH.Fields()
-	}
-	if p.AtomicETH != nil {
-		s.Atomic = p.AtomicETH.Fields()
-	}
-	if p.AtomicAckETH != nil {
-		s.AtomicAck = p.AtomicAckETH.OrigData()
-	}
-	if p.ImmDt != nil {
-		s.Imm = p.ImmDt.Imm()
-	}
-	if p.IETH != nil {
-		s.InvRKey = p.IETH.RKey()
-	}
-	if p.FETH != nil {
-		s.FETH = p.FETH.Fields()
+	for _, c := range extCodecs {
+		if v := c.view(p); v != nil {
+			c.get(&s, v)
+		}
 	}
 	b := s.encode()
 	copy(b[len(b)-ICRCLen-len(p.Pad):], p.Pad)

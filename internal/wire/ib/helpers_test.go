@@ -40,29 +40,47 @@ func (s *spec) encode() []byte {
 }
 
 func (s *spec) encodeExt(b []byte, info OpInfo) {
-	for _, h := range info.Ext {
-		off := info.Offset(h)
-		if off < 0 {
-			continue
-		}
-		v := b[off:]
-		switch h {
-		case ExtRETH:
-			RETH(v).Encode(&s.RETH)
-		case ExtAETH:
-			AETH(v).Encode(&s.AETH)
-		case ExtAtomicETH:
-			AtomicETH(v).Encode(&s.Atomic)
-		case ExtAtomicAckETH:
-			AtomicAckETH(v).SetOrigData(s.AtomicAck)
-		case ExtImmDt:
-			ImmDt(v).SetImm(s.Imm)
-		case ExtIETH:
-			IETH(v).SetRKey(s.InvRKey)
-		case ExtFETH:
-			FETH(v).Encode(&s.FETH)
+	for _, c := range extCodecs {
+		if off := info.Offset(c.h); off >= 0 {
+			c.put(s, b[off:])
 		}
 	}
+}
+
+// extCodec ties an extension header to its view in a Packet and its field
+// in a spec, so that the encoder, the fuzzers' re-encoder and checkParsed
+// name each header once.
+type extCodec struct {
+	h     ExtHeader
+	name  string
+	view  func(p *Packet) []byte
+	put   func(s *spec, v []byte) // writes the field of s into the view v
+	get   func(s *spec, v []byte) // reads the field of s from the view v
+	field func(s *spec) any       // the field of s, comparable
+}
+
+var extCodecs = []extCodec{
+	{ExtRETH, "RETH", func(p *Packet) []byte { return p.RETH },
+		func(s *spec, v []byte) { RETH(v).Encode(&s.RETH) }, func(s *spec, v []byte) { s.RETH = RETH(v).Fields() },
+		func(s *spec) any { return s.RETH }},
+	{ExtAETH, "AETH", func(p *Packet) []byte { return p.AETH },
+		func(s *spec, v []byte) { AETH(v).Encode(&s.AETH) }, func(s *spec, v []byte) { s.AETH = AETH(v).Fields() },
+		func(s *spec) any { return s.AETH }},
+	{ExtAtomicETH, "AtomicETH", func(p *Packet) []byte { return p.AtomicETH },
+		func(s *spec, v []byte) { AtomicETH(v).Encode(&s.Atomic) }, func(s *spec, v []byte) { s.Atomic = AtomicETH(v).Fields() },
+		func(s *spec) any { return s.Atomic }},
+	{ExtAtomicAckETH, "AtomicAckETH", func(p *Packet) []byte { return p.AtomicAckETH },
+		func(s *spec, v []byte) { AtomicAckETH(v).SetOrigData(s.AtomicAck) }, func(s *spec, v []byte) { s.AtomicAck = AtomicAckETH(v).OrigData() },
+		func(s *spec) any { return s.AtomicAck }},
+	{ExtImmDt, "ImmDt", func(p *Packet) []byte { return p.ImmDt },
+		func(s *spec, v []byte) { ImmDt(v).SetImm(s.Imm) }, func(s *spec, v []byte) { s.Imm = ImmDt(v).Imm() },
+		func(s *spec) any { return s.Imm }},
+	{ExtIETH, "IETH", func(p *Packet) []byte { return p.IETH },
+		func(s *spec, v []byte) { IETH(v).SetRKey(s.InvRKey) }, func(s *spec, v []byte) { s.InvRKey = IETH(v).RKey() },
+		func(s *spec) any { return s.InvRKey }},
+	{ExtFETH, "FETH", func(p *Packet) []byte { return p.FETH },
+		func(s *spec, v []byte) { FETH(v).Encode(&s.FETH) }, func(s *spec, v []byte) { s.FETH = FETH(v).Fields() },
+		func(s *spec) any { return s.FETH }},
 }
 
 // seq returns n bytes counting up from start, a recognisable payload.

@@ -35,26 +35,15 @@ func checkParsed(t *testing.T, s *spec, p *Packet) {
 		t.Errorf("%v: BTH %+v, want %+v", op, got, want)
 	}
 	has := func(h ExtHeader) bool { return p.Info.Offset(h) >= 0 }
-	if has(ExtRETH) != (p.RETH != nil) || has(ExtRETH) && p.RETH.Fields() != s.RETH {
-		t.Errorf("%v: RETH % x", op, []byte(p.RETH))
-	}
-	if has(ExtAETH) != (p.AETH != nil) || has(ExtAETH) && p.AETH.Fields() != s.AETH {
-		t.Errorf("%v: AETH % x", op, []byte(p.AETH))
-	}
-	if has(ExtAtomicETH) != (p.AtomicETH != nil) || has(ExtAtomicETH) && p.AtomicETH.Fields() != s.Atomic {
-		t.Errorf("%v: AtomicETH % x", op, []byte(p.AtomicETH))
-	}
-	if has(ExtAtomicAckETH) != (p.AtomicAckETH != nil) || has(ExtAtomicAckETH) && p.AtomicAckETH.OrigData() != s.AtomicAck {
-		t.Errorf("%v: AtomicAckETH % x", op, []byte(p.AtomicAckETH))
-	}
-	if has(ExtImmDt) != (p.ImmDt != nil) || has(ExtImmDt) && p.ImmDt.Imm() != s.Imm {
-		t.Errorf("%v: ImmDt % x", op, []byte(p.ImmDt))
-	}
-	if has(ExtIETH) != (p.IETH != nil) || has(ExtIETH) && p.IETH.RKey() != s.InvRKey {
-		t.Errorf("%v: IETH % x", op, []byte(p.IETH))
-	}
-	if has(ExtFETH) != (p.FETH != nil) || has(ExtFETH) && p.FETH.Fields() != s.FETH {
-		t.Errorf("%v: FETH % x", op, []byte(p.FETH))
+	for _, c := range extCodecs {
+		v := c.view(p)
+		var got spec
+		if v != nil {
+			c.get(&got, v)
+		}
+		if has(c.h) != (v != nil) || has(c.h) && c.field(&got) != c.field(s) {
+			t.Errorf("%v: %s % x", op, c.name, v)
+		}
 	}
 	if !bytes.Equal(p.Payload, s.Payload) || len(p.Pad) != PadLen(len(s.Payload)) {
 		t.Errorf("%v: payload % x pad %d", op, p.Payload, len(p.Pad))
