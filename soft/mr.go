@@ -37,34 +37,24 @@ type MR struct {
 	windows    atomic.Int32 // memory windows bound into the region
 }
 
-func (m *MR) LKey() uint32 {
+// readKeyed returns what get reads of m under the key table's read lock,
+// which guards every field Reregister changes: the accessors below.
+func readKeyed[T any](m *MR, get func(*MR) T) T {
 	m.dev.keys.mu.RLock()
 	defer m.dev.keys.mu.RUnlock()
-	return m.lkey
+	return get(m)
 }
 
-func (m *MR) RKey() uint32 {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.rkey
-}
+func (m *MR) LKey() uint32 { return readKeyed(m, func(m *MR) uint32 { return m.lkey }) }
 
-func (m *MR) Addr() uint64 {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.addr
-}
+func (m *MR) RKey() uint32 { return readKeyed(m, func(m *MR) uint32 { return m.rkey }) }
 
-func (m *MR) Len() int {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return len(m.buf)
-}
+func (m *MR) Addr() uint64 { return readKeyed(m, func(m *MR) uint64 { return m.addr }) }
+
+func (m *MR) Len() int { return readKeyed(m, func(m *MR) int { return len(m.buf) }) }
 
 func (m *MR) Access() provider.Access {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.access
+	return readKeyed(m, func(m *MR) provider.Access { return m.access })
 }
 
 // bufAddr is the virtual address of b's first byte, the address SGEs and
@@ -166,26 +156,16 @@ func (d *Device) ownPD(p provider.PD) (*PD, bool) {
 }
 
 // Buf returns the region's memory.
-func (m *MR) Buf() []byte {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.buf
-}
+func (m *MR) Buf() []byte { return readKeyed(m, func(m *MR) []byte { return m.buf }) }
 
 // Memory returns the allocator-owned backing of the region, or nil for
 // caller memory.
 func (m *MR) Memory() provider.Memory {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.mem
+	return readKeyed(m, func(m *MR) provider.Memory { return m.mem })
 }
 
 // PD returns the region's protection domain.
-func (m *MR) PD() *PD {
-	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return m.pd
-}
+func (m *MR) PD() *PD { return readKeyed(m, func(m *MR) *PD { return m.pd }) }
 
 // waitZero waits for a counter of short, bounded operations to drain.
 func waitZero(n *atomic.Int64) {
