@@ -40,6 +40,9 @@ var rules = map[string][]string{
 	// the IB connection manager: its wire format and state machine, no I/O
 	"internal/ibcm": {"internal/wire/ib"},
 
+	// the checks the wire codecs' tests share
+	"internal/wire/wiretest": {},
+
 	// The core: the software device implements the SPI; the public API
 	// wraps any provider and never imports one.
 	"soft":  {"provider", "internal/keyspace", "internal/devcore"},

@@ -3,6 +3,8 @@ package ib
 import (
 	"bytes"
 	"testing"
+
+	"github.com/goverbs/goverbs/internal/wire/wiretest"
 )
 
 func TestBTHGolden(t *testing.T) {
@@ -115,32 +117,17 @@ func TestExtGolden(t *testing.T) {
 }
 
 func TestIsValid(t *testing.T) {
-	views := []struct {
-		name  string
-		size  int
-		valid func([]byte) bool
-	}{
-		{"BTH", BTHLen, func(b []byte) bool { return BTH(b).IsValid() }},
-		{"RETH", RETHLen, func(b []byte) bool { return RETH(b).IsValid() }},
-		{"AETH", AETHLen, func(b []byte) bool { return AETH(b).IsValid() }},
-		{"AtomicETH", AtomicETHLen, func(b []byte) bool { return AtomicETH(b).IsValid() }},
-		{"AtomicAckETH", AtomicAckETHLen, func(b []byte) bool { return AtomicAckETH(b).IsValid() }},
-		{"ImmDt", ImmDtLen, func(b []byte) bool { return ImmDt(b).IsValid() }},
-		{"IETH", IETHLen, func(b []byte) bool { return IETH(b).IsValid() }},
-		{"FETH", FETHLen, func(b []byte) bool { return FETH(b).IsValid() }},
-		{"DETH", DETHLen, func(b []byte) bool { return DETH(b).IsValid() }},
-	}
-	for _, v := range views {
-		buf := make([]byte, v.size)
-		for i := range buf {
-			if v.valid(buf[:i]) {
-				t.Errorf("%s.IsValid() with %d bytes", v.name, i)
-			}
-		}
-		if !v.valid(buf) {
-			t.Errorf("%s.IsValid() false with %d bytes", v.name, v.size)
-		}
-	}
+	wiretest.CheckPrefixes(t,
+		wiretest.ViewOf[BTH]("BTH", BTHLen),
+		wiretest.ViewOf[RETH]("RETH", RETHLen),
+		wiretest.ViewOf[AETH]("AETH", AETHLen),
+		wiretest.ViewOf[AtomicETH]("AtomicETH", AtomicETHLen),
+		wiretest.ViewOf[AtomicAckETH]("AtomicAckETH", AtomicAckETHLen),
+		wiretest.ViewOf[ImmDt]("ImmDt", ImmDtLen),
+		wiretest.ViewOf[IETH]("IETH", IETHLen),
+		wiretest.ViewOf[FETH]("FETH", FETHLen),
+		wiretest.ViewOf[DETH]("DETH", DETHLen),
+	)
 }
 
 func TestPadLen(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/goverbs/goverbs/internal/wire/wiretest"
 )
 
 func TestOpcodeTable(t *testing.T) {
@@ -96,27 +98,12 @@ func TestAtomicGolden(t *testing.T) {
 
 // Every fixed-size view must reject each of its own prefixes.
 func TestFixedViewsRejectPrefixes(t *testing.T) {
-	views := []struct {
-		name  string
-		size  int
-		valid func([]byte) bool
-	}{
-		{"IRDORD", IRDORDSize, func(b []byte) bool { return IRDORD(b).IsValid() }},
-		{"ReadRequest", ReadRequestSize, func(b []byte) bool { return ReadRequest(b).IsValid() }},
-		{"AtomicRequest", AtomicRequestSize, func(b []byte) bool { return AtomicRequest(b).IsValid() }},
-		{"AtomicResponse", AtomicResponseSize, func(b []byte) bool { return AtomicResponse(b).IsValid() }},
-	}
-	for _, v := range views {
-		b := make([]byte, v.size)
-		if !v.valid(b) {
-			t.Errorf("%s: full size rejected", v.name)
-		}
-		for i := range b {
-			if v.valid(b[:i]) {
-				t.Errorf("%s: %d of %d bytes accepted", v.name, i, v.size)
-			}
-		}
-	}
+	wiretest.CheckPrefixes(t,
+		wiretest.ViewOf[IRDORD]("IRDORD", IRDORDSize),
+		wiretest.ViewOf[ReadRequest]("ReadRequest", ReadRequestSize),
+		wiretest.ViewOf[AtomicRequest]("AtomicRequest", AtomicRequestSize),
+		wiretest.ViewOf[AtomicResponse]("AtomicResponse", AtomicResponseSize),
+	)
 	c := make(Caps, CapsSize)
 	c.Encode(FeatureFlush)
 	for i := range c {
