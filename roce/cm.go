@@ -168,28 +168,52 @@ func boundPeer(nc net.Conn, m *cmMsg) (netip.AddrPort, error) {
 // establish attaches a connection's endpoint to qp and moves the QP to RTS.
 // peer is the address boundPeer gave and a probe proved.
 func (l *link) establish(qp *soft.QP, cm *cmConn, m *cmMsg, peer netip.AddrPort, sqPSN uint32, p provider.ConnParam, ord uint8) (*qpConn, error) {
-	mtu := min(m.MTU, l.cfg.PathMTU)
-	c := newQPConn(l.eng, qp, qpParams{
-		dest: m.QPN, peer: peer, rqPSN: m.PSN, mtu: mtu, ird: p.ResponderResources,
-		gso: true, anyPort: l.cfg.AnyPeerPort,
-	})
+	return l.startRC(qp, rcAttr{
+		qpParams: qpParams{
+			dest: m.QPN, peer: peer, rqPSN: m.PSN, mtu: min(m.MTU, l.cfg.PathMTU), ird: p.ResponderResources,
+			gso: true, anyPort: l.cfg.AnyPeerPort,
+		},
+		sqPSN: sqPSN, ord: ord, retry: p.RetryCount, rnrRetry: p.RNRRetryCount,
+	}, cm, func() {})
+}
+
+// rcAttr is what a connection manager agreed for an RC connection: the
+// endpoint's parameters, and the send side's PSN, ORD and retry counts.
+type rcAttr struct {
+	qpParams
+	sqPSN           uint32
+	ord             uint8
+	retry, rnrRetry uint8
+}
+
+// startRC attaches a new endpoint for qp and moves the QP to RTS with a:
+// the establishment shared by the side-channel CM (establish) and the IB
+// CM's dialer and listener. cm, if not nil, is the side channel the
+// endpoint owns. If either step fails, undo runs (before the endpoint is
+// detached) and nothing stays attached.
+func (l *link) startRC(qp *soft.QP, a rcAttr, cm *cmConn, undo func()) (*qpConn, error) {
+	c := newQPConn(l.eng, qp, a.qpParams)
 	c.cm = cm
 	if err := c.attach(); err != nil {
+		undo()
 		return nil, err
 	}
 	err := qp.Establish(c, soft.EstablishAttr{
-		DestQPN: m.QPN, AV: provider.AddressVector{Addr: peer.String()},
-		RQPSN: m.PSN, SQPSN: sqPSN, PathMTU: mtu,
-		IRD: p.ResponderResources, ORD: ord,
-		RetryCnt: p.RetryCount, RNRRetry: p.RNRRetryCount,
+		DestQPN: a.dest, AV: provider.AddressVector{Addr: a.peer.String()},
+		RQPSN: a.rqPSN, SQPSN: a.sqPSN, PathMTU: a.mtu,
+		IRD: a.ird, ORD: a.ord,
+		RetryCnt: a.retry, RNRRetry: a.rnrRetry,
 		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
 	})
 	if err != nil {
+		undo()
 		c.cm = nil
 		c.Detach()
 		return nil, err
 	}
-	cm.ep = c
+	if cm != nil {
+		cm.ep = c
+	}
 	c.SendReady() // the requester takes its PSN now, not at the first post
 	return c, nil
 }

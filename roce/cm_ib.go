@@ -167,27 +167,16 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 		return provider.ConnInfo{}, ctxErr(ctx, "dial", addr)
 	}
 	ord := min(p.InitiatorDepth, rep.ResponderResources)
-	c := newQPConn(l.eng, qp, qpParams{
-		dest: rep.LocalQPN, peer: dst, rqPSN: rqPSN, mtu: l.cfg.PathMTU,
-		ird: p.ResponderResources, gso: isGoverbsGUID(rep.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
-	})
-	if err := c.attach(); err != nil {
-		giveUp()
-		return provider.ConnInfo{}, err
-	}
-	err = qp.Establish(c, soft.EstablishAttr{
-		DestQPN: rep.LocalQPN, AV: provider.AddressVector{Addr: dst.String()},
-		RQPSN: rqPSN, SQPSN: rep.StartingPSN, PathMTU: l.cfg.PathMTU,
-		IRD: p.ResponderResources, ORD: ord,
-		RetryCnt: p.RetryCount, RNRRetry: rep.RNRRetryCount,
-		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
-	})
+	c, err := l.startRC(qp, rcAttr{
+		qpParams: qpParams{
+			dest: rep.LocalQPN, peer: dst, rqPSN: rqPSN, mtu: l.cfg.PathMTU,
+			ird: p.ResponderResources, gso: isGoverbsGUID(rep.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
+		},
+		sqPSN: rep.StartingPSN, ord: ord, retry: p.RetryCount, rnrRetry: rep.RNRRetryCount,
+	}, nil, giveUp)
 	if err != nil {
-		giveUp()
-		c.Detach()
 		return provider.ConnInfo{}, err
 	}
-	c.SendReady() // the requester takes its PSN now, not at the first post
 	// The RTU goes only now that the QP is in RTS: the peer may send as
 	// soon as it has it.
 	confirmed := false
@@ -406,10 +395,6 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 	ord := min(acc.InitiatorDepth, req.ResponderResources)
 	mtu := min(l.cfg.PathMTU, provider.MTU(ib.MTUBytes(req.PathMTU)))
 	rqPSN := soft.NewPSN() // what the REP asks the dialer to send from (see dialIB)
-	c := newQPConn(l.eng, q, qpParams{
-		dest: req.LocalQPN, peer: r.peer, rqPSN: rqPSN, mtu: mtu,
-		ird: acc.ResponderResources, gso: isGoverbsGUID(req.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
-	})
 	refuse := func() {
 		g.do(func(time.Time) {
 			if r.x.c.State() == ibcm.StateREQRcvd {
@@ -417,23 +402,16 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 			}
 		})
 	}
-	if err := c.attach(); err != nil {
-		refuse()
-		return provider.ConnInfo{}, err
-	}
-	err := q.Establish(c, soft.EstablishAttr{
-		DestQPN: req.LocalQPN, AV: provider.AddressVector{Addr: r.peer.String()},
-		RQPSN: rqPSN, SQPSN: req.StartingPSN, PathMTU: mtu,
-		IRD: acc.ResponderResources, ORD: ord,
-		RetryCnt: req.RetryCount, RNRRetry: acc.RNRRetryCount,
-		Timeout: l.cfg.AckTimeout, MinRNRTime: l.cfg.MinRNRTimer,
-	})
+	c, err := l.startRC(q, rcAttr{
+		qpParams: qpParams{
+			dest: req.LocalQPN, peer: r.peer, rqPSN: rqPSN, mtu: mtu,
+			ird: acc.ResponderResources, gso: isGoverbsGUID(req.LocalCAGUID), anyPort: l.cfg.AnyPeerPort,
+		},
+		sqPSN: req.StartingPSN, ord: ord, retry: req.RetryCount, rnrRetry: acc.RNRRetryCount,
+	}, nil, refuse)
 	if err != nil {
-		refuse()
-		c.Detach()
 		return provider.ConnInfo{}, err
 	}
-	c.SendReady()
 	rep := ib.CMRep{
 		LocalQPN: q.QPN(), StartingPSN: rqPSN, ResponderResources: acc.ResponderResources, InitiatorDepth: ord,
 		TargetACKDelay: 15, FailoverAccepted: 1, // failover not supported (no alternate path)
