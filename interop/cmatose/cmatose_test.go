@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/interop/internal/interoptest"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -22,25 +23,6 @@ func openIB(t *testing.T) *verbs.Device {
 	return d
 }
 
-// serveOne listens on d and runs serve on the first request.
-func serveOne(t *testing.T, ctx context.Context, d *verbs.Device, serve func(*verbs.ConnRequest) error) (string, <-chan error) {
-	t.Helper()
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer ln.Close()
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			err = serve(req)
-		}
-		done <- err
-	}()
-	return ln.Addr(), done
-}
-
 // ucmatose's exchange between two goverbs sides over the IB CM, every
 // byte checked: Count messages each way, then the server's disconnect,
 // which the client sees as its spare receive flushed.
@@ -49,15 +31,9 @@ func TestUcmatoseGoverbsPair(t *testing.T) {
 	defer cancel()
 	srv, cli := openIB(t), openIB(t)
 	cfg := Config{Count: 10, Size: 100, CheckData: true}
-	var sres Result
-	addr, done := serveOne(t, ctx, srv, func(req *verbs.ConnRequest) (err error) {
-		sres, err = Serve(ctx, srv, req, cfg)
-		return err
-	})
-	cres, err := Client(ctx, cli, addr, cfg)
-	if serr := <-done; err != nil || serr != nil {
-		t.Fatalf("client: %v; server: %v", err, serr)
-	}
+	cres, sres := interoptest.MustRun(t, ctx, srv,
+		func(req *verbs.ConnRequest) (Result, error) { return Serve(ctx, srv, req, cfg) },
+		func(addr string) (Result, error) { return Client(ctx, cli, addr, cfg) })
 	if cres.Sent != 10 || cres.Received != 10 || sres.Sent != 10 || sres.Received != 10 {
 		t.Fatalf("client %+v, server %+v", cres, sres)
 	}
@@ -68,7 +44,7 @@ func TestUcmatoseSizeMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, cli := openIB(t), openIB(t)
-	addr, done := serveOne(t, ctx, srv, func(req *verbs.ConnRequest) error {
+	addr, done := interoptest.ServeOne(t, ctx, srv, func(req *verbs.ConnRequest) error {
 		_, err := Serve(ctx, srv, req, Config{Count: 2, Size: 50})
 		return err
 	})
@@ -87,7 +63,7 @@ func TestRdmaServerClientPair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, cli := openIB(t), openIB(t)
-	addr, done := serveOne(t, ctx, srv, func(req *verbs.ConnRequest) error { return RdmaServe(ctx, srv, req) })
+	addr, done := interoptest.ServeOne(t, ctx, srv, func(req *verbs.ConnRequest) error { return RdmaServe(ctx, srv, req) })
 	err := RdmaClient(ctx, cli, addr)
 	if serr := <-done; err != nil || serr != nil {
 		t.Fatalf("client: %v; server: %v", err, serr)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/interop/internal/interoptest"
 	"github.com/goverbs/goverbs/interop/rping"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
@@ -48,28 +49,9 @@ func pair(t *testing.T, ccfg, scfg rping.Config) (rping.Result, rping.Result, er
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sdev, cdev := open(t), open(t)
-	ln, err := sdev.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type out struct {
-		r   rping.Result
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			done <- out{err: err}
-			return
-		}
-		r, err := rping.Serve(ctx, sdev, req, scfg)
-		done <- out{r, err}
-	}()
-	cr, cerr := rping.Client(ctx, cdev, ln.Addr(), ccfg)
-	s := <-done
-	return cr, s.r, cerr, s.err
+	return interoptest.Run(t, ctx, sdev,
+		func(req *verbs.ConnRequest) (rping.Result, error) { return rping.Serve(ctx, sdev, req, scfg) },
+		func(addr string) (rping.Result, error) { return rping.Client(ctx, cdev, addr, ccfg) })
 }
 
 func TestClientServer(t *testing.T) {

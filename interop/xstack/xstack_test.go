@@ -8,6 +8,7 @@ import (
 
 	"github.com/goverbs/goverbs/internal/leakcheck"
 	"github.com/goverbs/goverbs/internal/testkit"
+	"github.com/goverbs/goverbs/interop/internal/interoptest"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
@@ -20,24 +21,9 @@ func run(t *testing.T, srv, cli *verbs.Device, size int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ln, err := srv.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan error, 1)
-	var sres Result
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err == nil {
-			sres, err = Serve(ctx, srv, req, size)
-		}
-		done <- err
-	}()
-	cres, err := Client(ctx, cli, ln.Addr(), size)
-	if serr := <-done; err != nil || serr != nil {
-		t.Fatalf("client: %v; server: %v", err, serr)
-	}
+	cres, sres := interoptest.MustRun(t, ctx, srv,
+		func(req *verbs.ConnRequest) (Result, error) { return Serve(ctx, srv, req, size) },
+		func(addr string) (Result, error) { return Client(ctx, cli, addr, size) })
 	if cres.Writes != 1 || cres.Reads != 1 || cres.Sends != 1 || sres.Writes != 1 || sres.Reads != 1 || sres.Sends != 2 {
 		t.Fatalf("client %+v, server %+v", cres, sres)
 	}
