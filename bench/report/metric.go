@@ -96,29 +96,24 @@ func (m Metric) Value(r *Result) (float64, bool) {
 	}
 }
 
+// latencyFields picks each latency metric out of a Latency.
+var latencyFields = map[Metric]func(*Latency) float64{
+	MetricMin:   func(l *Latency) float64 { return l.Min },
+	MetricP50:   func(l *Latency) float64 { return l.P50 },
+	MetricP90:   func(l *Latency) float64 { return l.P90 },
+	MetricP99:   func(l *Latency) float64 { return l.P99 },
+	MetricP999:  func(l *Latency) float64 { return l.P999 },
+	MetricP9999: func(l *Latency) float64 { return l.P9999 },
+	MetricMax:   func(l *Latency) float64 { return l.Max },
+	MetricMean:  func(l *Latency) float64 { return l.Mean },
+}
+
 func (m Metric) latency(l *Latency) (float64, bool) {
-	if l == nil {
+	field, ok := latencyFields[m]
+	if l == nil || !ok {
 		return 0, false
 	}
-	switch m {
-	case MetricMin:
-		return l.Min, true
-	case MetricP50:
-		return l.P50, true
-	case MetricP90:
-		return l.P90, true
-	case MetricP99:
-		return l.P99, true
-	case MetricP999:
-		return l.P999, true
-	case MetricP9999:
-		return l.P9999, true
-	case MetricMax:
-		return l.Max, true
-	case MetricMean:
-		return l.Mean, true
-	}
-	return 0, false
+	return field(l), true
 }
 
 func (m Metric) cpu(c *CPU) (float64, bool) {
