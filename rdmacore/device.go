@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -410,11 +411,10 @@ func asyncType(t uint32) provider.EventType {
 // Close destroys every object of the device, connections first.
 func (d *device) Close() error {
 	d.mu.Lock()
-	if d.closed {
+	if err := devcore.CloseOnce(&d.closed); err != nil {
 		d.mu.Unlock()
-		return provider.ErrClosed
+		return err
 	}
-	d.closed = true
 	lns, qps := slices.Collect(maps.Keys(d.lns)), slices.Collect(maps.Keys(d.qps))
 	cqs, pds := slices.Collect(maps.Keys(d.cqs)), slices.Collect(maps.Keys(d.pds))
 	mrs := make([]*mr, 0, len(d.mrs))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/devcore"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -463,11 +464,10 @@ func (q *qp) Disconnect() error {
 
 func (q *qp) Close() error {
 	q.mu.Lock()
-	if q.closed {
+	if err := devcore.CloseOnce(&q.closed); err != nil {
 		q.mu.Unlock()
-		return provider.ErrClosed
+		return err
 	}
-	q.closed = true
 	id := q.id
 	q.id = 0
 	if id != 0 {
