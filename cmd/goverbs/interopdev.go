@@ -103,6 +103,26 @@ func acceptOne(ctx context.Context, dev *verbs.Device, addr, who string, stderr 
 	return req, func() { ln.Close() }, nil
 }
 
+// dialOrServe plays one side of an exchange on dev and names the role it
+// played: the client runs dial; the server accepts the first request on
+// addr (acceptOne, announcing who is listening) and runs serve on it. ran
+// is false when the server got no request to serve: the exchange never
+// started.
+func dialOrServe[R any](ctx context.Context, dev *verbs.Device, addr string, client bool, who string, stderr io.Writer,
+	dial func() (R, error), serve func(*verbs.ConnRequest) (R, error)) (role string, res R, ran bool, err error) {
+	if client {
+		res, err = dial()
+		return "client", res, true, err
+	}
+	req, done, err := acceptOne(ctx, dev, addr, who, stderr)
+	if err != nil {
+		return "server", res, false, err
+	}
+	defer done()
+	res, err = serve(req)
+	return "server", res, true, err
+}
+
 // watchEvents prints the device's asynchronous events on w until the device
 // is closed: a QP that fails reports why there (a Terminate sent or
 // received, a protocol violation), where its flushed work requests cannot.

@@ -119,19 +119,11 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // roceCMUcmatose runs ucmatose's exchange (package cmatose).
 func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFlags, stdout, stderr io.Writer) error {
 	cfg := cmatose.Config{Count: f.cfg.Count, Size: f.cfg.Size}
-	var res cmatose.Result
-	var err error
-	role := "client"
-	if f.client {
-		res, err = cmatose.Client(ctx, dev, addr, cfg)
-	} else {
-		role = "server"
-		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs rocecm ucmatose:", stderr)
-		if aerr != nil {
-			return aerr
-		}
-		defer done()
-		res, err = cmatose.Serve(ctx, dev, req, cfg)
+	role, res, ran, err := dialOrServe(ctx, dev, addr, f.client, "goverbs rocecm ucmatose:", stderr,
+		func() (cmatose.Result, error) { return cmatose.Client(ctx, dev, addr, cfg) },
+		func(req *verbs.ConnRequest) (cmatose.Result, error) { return cmatose.Serve(ctx, dev, req, cfg) })
+	if !ran {
+		return err
 	}
 	fmt.Fprintf(stdout, "goverbs rocecm ucmatose %s: %d messages sent, %d received (lengths checked) in %v\n",
 		role, res.Sent, res.Received, res.Elapsed.Round(time.Millisecond))
@@ -141,21 +133,11 @@ func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roce
 // roceCMRdma runs rdma_server's or rdma_client's exchange.
 func roceCMRdma(ctx context.Context, dev *verbs.Device, addr string, f *roceCMFlags, stdout, stderr io.Writer) error {
 	start := time.Now()
-	var err error
-	role := "client (rdma_client)"
-	if f.client {
-		err = cmatose.RdmaClient(ctx, dev, addr)
-	} else {
-		role = "server (rdma_server)"
-		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs rocecm rdma:", stderr)
-		if aerr != nil {
-			return aerr
-		}
-		defer done()
-		err = cmatose.RdmaServe(ctx, dev, req)
-	}
+	role, _, _, err := dialOrServe(ctx, dev, addr, f.client, "goverbs rocecm rdma:", stderr,
+		func() (struct{}, error) { return struct{}{}, cmatose.RdmaClient(ctx, dev, addr) },
+		func(req *verbs.ConnRequest) (struct{}, error) { return struct{}{}, cmatose.RdmaServe(ctx, dev, req) })
 	if err == nil {
-		fmt.Fprintf(stdout, "goverbs rocecm rdma %s: 16 zero bytes each way, every byte checked, in %v\n", role, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(stdout, "goverbs rocecm rdma %s (rdma_%s): 16 zero bytes each way, every byte checked, in %v\n", role, role, time.Since(start).Round(time.Millisecond))
 	}
 	return err
 }

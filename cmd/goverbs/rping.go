@@ -93,22 +93,11 @@ func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // rpingRun runs rping's client (dialing addr) or server (listening on
-// it) on dev, and names the role it played.
+// it, serving one client as rping -s does) on dev, and names the role it
+// played.
 func rpingRun(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Config, client bool, stderr io.Writer) (string, rping.Result, error) {
-	if client {
-		res, err := rping.Client(ctx, dev, addr, cfg)
-		return "client", res, err
-	}
-	res, err := rpingServe(ctx, dev, addr, cfg, stderr)
-	return "server", res, err
-}
-
-// rpingServe listens on addr and serves one client, as rping -s does.
-func rpingServe(ctx context.Context, dev *verbs.Device, addr string, cfg rping.Config, stderr io.Writer) (rping.Result, error) {
-	req, done, err := acceptOne(ctx, dev, addr, "goverbs rping:", stderr)
-	if err != nil {
-		return rping.Result{}, err
-	}
-	defer done()
-	return rping.Serve(ctx, dev, req, cfg)
+	role, res, _, err := dialOrServe(ctx, dev, addr, client, "goverbs rping:", stderr,
+		func() (rping.Result, error) { return rping.Client(ctx, dev, addr, cfg) },
+		func(req *verbs.ConnRequest) (rping.Result, error) { return rping.Serve(ctx, dev, req, cfg) })
+	return role, res, err
 }

@@ -80,18 +80,11 @@ func xstackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer watchDevice(dev, stderr)()
 	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
-	var res xstack.Result
-	role := "client"
-	if f.client {
-		res, err = xstack.Client(ctx, dev, addr, f.size)
-	} else {
-		role = "server"
-		req, done, aerr := acceptOne(ctx, dev, addr, "goverbs xstack: "+f.trans, stderr)
-		if aerr != nil {
-			return aerr
-		}
-		defer done()
-		res, err = xstack.Serve(ctx, dev, req, f.size)
+	role, res, ran, err := dialOrServe(ctx, dev, addr, f.client, "goverbs xstack: "+f.trans, stderr,
+		func() (xstack.Result, error) { return xstack.Client(ctx, dev, addr, f.size) },
+		func(req *verbs.ConnRequest) (xstack.Result, error) { return xstack.Serve(ctx, dev, req, f.size) })
+	if !ran {
+		return err
 	}
 	fmt.Fprintf(stdout, "goverbs xstack %s over %s: %d SEND, %d WRITE, %d READ of %d B started here, every byte checked, in %v\n",
 		role, f.trans, res.Sends, res.Writes, res.Reads, f.size, res.Elapsed.Round(time.Millisecond))
