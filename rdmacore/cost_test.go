@@ -50,13 +50,28 @@ func stubQPDev(tb testing.TB, depth uint32) (*qp, *cq, *stubDevice) {
 	return q, c, s
 }
 
+// stubWrite is an 8-byte WRITE from the stand-in's region (lkey 1).
+func stubWrite(id uint64, flags provider.SendFlags) provider.SendWR {
+	return provider.SendWR{ID: id, Opcode: provider.OpWrite, Flags: flags,
+		SGL: []provider.SGE{{Addr: 0x10000, Length: 8, LKey: 1}}, Remote: provider.RemoteAddr{Addr: 0x20000, RKey: 2}}
+}
+
+// postPollOne posts wrs and polls the one completion they make.
+func postPollOne(b *testing.B, q *qp, c *cq, wrs []provider.SendWR, wc []provider.WorkCompletion) {
+	if err := q.PostSend(wrs); err != nil {
+		b.Fatal(err)
+	}
+	if n, err := c.Poll(wc); n != 1 || err != nil {
+		b.Fatalf("poll: %d, %v", n, err)
+	}
+}
+
 // The stand-in completes what was posted, with the caller's ID and the
 // region's busy count back to zero: the loop below measures a working
 // path, not a short cut.
 func TestStubPostPoll(t *testing.T) {
 	q, c := stubQP(t, 64)
-	wrs := []provider.SendWR{{ID: 7, Opcode: provider.OpWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{{Addr: 0x10000, Length: 8, LKey: 1}}, Remote: provider.RemoteAddr{Addr: 0x20000, RKey: 2}}}
+	wrs := []provider.SendWR{stubWrite(7, provider.SendSignaled)}
 	if err := q.PostSend(wrs); err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +98,7 @@ func TestStubPostRefused(t *testing.T) {
 	q, c, s := stubQPDev(t, 64)
 	wrs := make([]provider.SendWR, 5)
 	for i := range wrs {
-		wrs[i] = provider.SendWR{ID: uint64(100 + i), Opcode: provider.OpWrite, Flags: provider.SendSignaled,
-			SGL: []provider.SGE{{Addr: 0x10000, Length: 8, LKey: 1}}, Remote: provider.RemoteAddr{Addr: 0x20000, RKey: 2}}
+		wrs[i] = stubWrite(uint64(100+i), provider.SendSignaled)
 	}
 	s.refuseAt(3)
 	err := q.PostSend(wrs)
@@ -106,18 +120,12 @@ func TestStubPostRefused(t *testing.T) {
 // device.
 func BenchmarkStubWrite8(b *testing.B) {
 	q, c := stubQP(b, 64)
-	wrs := []provider.SendWR{{Opcode: provider.OpWrite, Flags: provider.SendSignaled,
-		SGL: []provider.SGE{{Addr: 0x10000, Length: 8, LKey: 1}}, Remote: provider.RemoteAddr{Addr: 0x20000, RKey: 2}}}
+	wrs := []provider.SendWR{stubWrite(0, provider.SendSignaled)}
 	wc := make([]provider.WorkCompletion, 16)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		wrs[0].ID = uint64(i)
-		if err := q.PostSend(wrs); err != nil {
-			b.Fatal(err)
-		}
-		if n, err := c.Poll(wc); n != 1 || err != nil {
-			b.Fatalf("poll: %d, %v", n, err)
-		}
+		postPollOne(b, q, c, wrs, wc)
 	}
 }
 
@@ -128,19 +136,13 @@ func BenchmarkStubWrite8Batch32(b *testing.B) {
 	q, c := stubQP(b, 64)
 	wrs := make([]provider.SendWR, 32)
 	for i := range wrs {
-		wrs[i] = provider.SendWR{Opcode: provider.OpWrite,
-			SGL: []provider.SGE{{Addr: 0x10000, Length: 8, LKey: 1}}, Remote: provider.RemoteAddr{Addr: 0x20000, RKey: 2}}
+		wrs[i] = stubWrite(0, 0)
 	}
 	wrs[31].Flags = provider.SendSignaled
 	wc := make([]provider.WorkCompletion, 16)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := q.PostSend(wrs); err != nil {
-			b.Fatal(err)
-		}
-		if n, err := c.Poll(wc); n != 1 || err != nil {
-			b.Fatalf("poll: %d, %v", n, err)
-		}
+		postPollOne(b, q, c, wrs, wc)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(wrs)), "ns/WR")
 }
