@@ -173,19 +173,26 @@ func (s *rawSock) doWrite(fd uintptr) bool {
 	}
 }
 
+// fillIovec points iov at the non-empty buffers of bufs, at most len(iov)
+// of them, and returns how many it filled.
+func fillIovec(iov []unix.Iovec, bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		if len(b) > 0 && n < len(iov) {
+			iov[n].Base = &b[0]
+			iov[n].SetLen(len(b))
+			n++
+		}
+	}
+	return n
+}
+
 // readv reads into bufs (empty ones skipped). With block it parks in the
 // netpoller (or spins, in busy-poll mode) until data arrives; without it
 // returns errWouldBlock when none is there. It returns io.EOF at the end of
 // the stream.
 func (s *rawSock) readv(bufs [][]byte, block bool) (int, error) {
-	n := 0
-	for _, b := range bufs {
-		if len(b) > 0 && n < maxReadIov {
-			s.riov[n].Base = &b[0]
-			s.riov[n].SetLen(len(b))
-			n++
-		}
-	}
+	n := fillIovec(s.riov[:], bufs)
 	if n == 0 {
 		return 0, nil
 	}
@@ -265,14 +272,7 @@ func (s *rawSock) writev(bufs [][]byte, block bool) (int, error) {
 	if len(bufs) > len(s.wiov) {
 		s.wiov = make([]unix.Iovec, min(max(len(bufs), 2*len(s.wiov), 16), maxWriteIov))
 	}
-	n := 0
-	for _, b := range bufs {
-		if len(b) > 0 {
-			s.wiov[n].Base = &b[0]
-			s.wiov[n].SetLen(len(b))
-			n++
-		}
-	}
+	n := fillIovec(s.wiov, bufs)
 	if n == 0 {
 		return 0, nil
 	}
