@@ -3,6 +3,7 @@ package iwarp
 import (
 	"sync"
 
+	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -22,6 +23,18 @@ const (
 
 // responds reports whether the peer answers messages of this kind.
 func (k entKind) responds() bool { return k != kindPlain }
+
+// answeredBy reports whether a response of opcode op (RDMA Read Response
+// or Atomic Response) is the one that finishes an entry of this kind.
+func (k entKind) answeredBy(op iw.Opcode) bool {
+	switch k {
+	case kindRead, kindProbe:
+		return op == iw.OpReadResponse
+	case kindAtomic, kindFlush, kindAtomicWrite:
+		return op == iw.OpAtomicResponse
+	}
+	return false
+}
 
 // flightEnt is one message the requester sent (or is sending) and has not
 // retired: a send WQE taken with QP.NextSend, or a probe.

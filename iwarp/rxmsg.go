@@ -104,12 +104,9 @@ func (e *endpoint) rxWrite(hdr, payload []byte, crc *iw.CRC32c, n int) error {
 func (e *endpoint) rxReadResp(hdr, payload []byte, crc *iw.CRC32c, n int) error {
 	h := iw.DDPTagged(hdr)
 	fl := &e.fl
-	fl.mu.Lock()
-	ent, pos := fl.respHeadLocked()
-	if ent == nil || ent.kind != kindRead && ent.kind != kindProbe {
-		fl.mu.Unlock()
-		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
-			Code: iw.CodeRDMAPUnexpectedOpcode}, "RDMA Read Response without an outstanding RDMA Read"))
+	ent, pos, err := e.lockRespHead(iw.OpReadResponse, "RDMA Read Response without an outstanding RDMA Read")
+	if err != nil {
+		return err
 	}
 	if h.STag() != ent.sinkSTag {
 		fl.mu.Unlock()
@@ -155,6 +152,22 @@ func (e *endpoint) rxReadResp(hdr, payload []byte, crc *iw.CRC32c, n int) error 
 func (e *endpoint) answered() {
 	e.retire()
 	e.kick(true)
+}
+
+// lockRespHead locks the flight and returns the oldest entry awaiting a
+// response, when a response of opcode op answers it. Otherwise (nothing
+// outstanding, or an entry that op does not answer) it unlocks and fails
+// the connection with an unexpected-opcode Terminate saying unexpected.
+func (e *endpoint) lockRespHead(op iw.Opcode, unexpected string) (*flightEnt, uint64, error) {
+	fl := &e.fl
+	fl.mu.Lock()
+	ent, pos := fl.respHeadLocked()
+	if ent == nil || !ent.kind.answeredBy(op) {
+		fl.mu.Unlock()
+		return nil, 0, e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
+			Code: iw.CodeRDMAPUnexpectedOpcode}, "%s", unexpected))
+	}
+	return ent, pos, nil
 }
 
 // badResponse fails the request at pos with BAD_RESP_ERR and answers the

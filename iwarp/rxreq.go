@@ -126,12 +126,9 @@ func (e *endpoint) rxAtomicResp(h iw.DDPUntagged, a iw.AtomicResponse) error {
 		return e.violation(termMSN(h.MSN(), x.msn3))
 	}
 	fl := &e.fl
-	fl.mu.Lock()
-	ent, pos := fl.respHeadLocked()
-	if ent == nil || ent.kind != kindAtomic && ent.kind != kindFlush && ent.kind != kindAtomicWrite {
-		fl.mu.Unlock()
-		return e.violation(newTermError(iw.Term{Layer: iw.LayerRDMAP, EType: iw.ETypeRDMAPRemoteOperation,
-			Code: iw.CodeRDMAPUnexpectedOpcode}, "Atomic Response without an outstanding request"))
+	ent, pos, err := e.lockRespHead(iw.OpAtomicResponse, "Atomic Response without an outstanding request")
+	if err != nil {
+		return err
 	}
 	if a.RequestID() != ent.reqID {
 		fl.mu.Unlock()
