@@ -2,6 +2,8 @@ package iwarp
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -86,14 +88,8 @@ func (l *link) Connect(*soft.QP, *provider.QPAttr) (soft.Endpoint, error) {
 func (l *link) Close() error {
 	l.mu.Lock()
 	l.closed = true
-	ls := make([]*listener, 0, len(l.listeners))
-	for lis := range l.listeners {
-		ls = append(ls, lis)
-	}
-	eps := make([]*endpoint, 0, len(l.eps))
-	for e := range l.eps {
-		eps = append(eps, e)
-	}
+	ls := slices.Collect(maps.Keys(l.listeners))
+	eps := slices.Collect(maps.Keys(l.eps))
 	l.mu.Unlock()
 	for _, lis := range ls {
 		lis.Close()
