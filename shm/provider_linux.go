@@ -3,6 +3,8 @@ package shm
 import (
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,14 +139,8 @@ func (l *link) Connect(qp *soft.QP, attr *provider.QPAttr) (soft.Endpoint, error
 func (l *link) Close() error {
 	l.mu.Lock()
 	l.closed = true
-	var lns []*listener
-	for ln := range l.listeners {
-		lns = append(lns, ln)
-	}
-	var cs []*conn
-	for c := range l.conns {
-		cs = append(cs, c)
-	}
+	lns := slices.Collect(maps.Keys(l.listeners))
+	cs := slices.Collect(maps.Keys(l.conns))
 	l.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
