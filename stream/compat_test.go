@@ -11,7 +11,21 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/stream"
+	"golang.org/x/net/nettest"
 )
+
+// Unchanged code written for net.Conn and net.Listener, over streams.
+
+// TestNetTest runs x/net's net.Conn conformance suite over every transport.
+func TestNetTest(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+			a, b, stop := pipe(t, dev, tr)
+			return a, b, stop, nil
+		})
+	})
+}
 
 // TestHTTP serves net/http over a stream listener and fetches from it with
 // a client whose transport dials streams: unchanged std-lib code over RDMA.
