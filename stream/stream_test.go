@@ -294,7 +294,7 @@ func closeWhileBlocked(t *testing.T, dev *verbs.Device, tr transport) time.Durat
 	var worst time.Duration
 	for range 2 {
 		r := <-rets
-		if isClosedChan(closeReturned) {
+		if stream.IsClosed(closeReturned) {
 			t.Fatal("a blocked waiter returned only after Close had lingered")
 		}
 		if !errors.Is(r.err, net.ErrClosed) {
@@ -309,15 +309,6 @@ func closeWhileBlocked(t *testing.T, dev *verbs.Device, tr transport) time.Durat
 	}
 	<-closeReturned
 	return worst
-}
-
-func isClosedChan(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // TestAddrs: the addresses are the transport's, on the "rdma" network.
@@ -377,33 +368,19 @@ func TestCloseDuringRead(t *testing.T) {
 	for i := range 30 {
 		c1, c2, stop := pipe(t, dev, tr)
 		done := make(chan struct{}, 3)
-		go func() { // the peer keeps c1's ring full
-			buf := make([]byte, 1<<20)
+		// untilErr calls f with a buffer of size bytes until it fails.
+		untilErr := func(f func([]byte) (int, error), size int) {
+			buf := make([]byte, size)
 			for {
-				if _, err := c2.Write(buf); err != nil {
+				if _, err := f(buf); err != nil {
 					break
 				}
 			}
 			done <- struct{}{}
-		}()
-		go func() {
-			buf := make([]byte, 8<<20)
-			for {
-				if _, err := c1.Read(buf); err != nil {
-					break
-				}
-			}
-			done <- struct{}{}
-		}()
-		go func() {
-			buf := make([]byte, 128<<10)
-			for {
-				if _, err := c1.Write(buf); err != nil {
-					break
-				}
-			}
-			done <- struct{}{}
-		}()
+		}
+		go untilErr(c2.Write, 1<<20) // the peer keeps c1's ring full
+		go untilErr(c1.Read, 8<<20)
+		go untilErr(c1.Write, 128<<10)
 		go io.Copy(io.Discard, c2)
 		time.Sleep(time.Duration(i%10) * 200 * time.Microsecond)
 		c1.Close()
