@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -188,23 +189,10 @@ func BenchmarkCgoWCStatusStr(b *testing.B) {
 // elsewhere.
 func BenchmarkDeviceWrite8(b *testing.B) {
 	dev, gid := costDevice(b)
-	pd, err := dev.AllocPD()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cq, err := dev.CreateCQ(64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	mr, err := pd.RegisterMR(buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pd := testkit.Must(dev.AllocPD())(b)
+	cq := testkit.Must(dev.CreateCQ(64))(b)
+	qp := testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}))(b)
+	mr := testkit.Must(pd.RegisterMR(make([]byte, 4096), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))(b)
 	b.Cleanup(func() { qp.Close(); mr.Deregister(); cq.Close(); pd.Close() })
 	steps := []struct {
 		a    verbs.QPAttr
@@ -257,15 +245,7 @@ func costDevice(b *testing.B) (*verbs.Device, [16]byte) {
 		if d.Error != "" || !d.PortActive || d.GIDIndex < 0 {
 			continue
 		}
-		p, err := New(d.Name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		dev, err := verbs.Open(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { dev.Close() })
+		dev := testkit.Open(b, testkit.Must(New(d.Name))(b))
 		b.Logf("device %s (%s)", d.Name, d.Caps.Transport)
 		var gid [16]byte
 		copy(gid[:], d.GID.To16())
