@@ -194,19 +194,8 @@ func lastSendToExitingPeer(t *testing.T, a *verbs.Device, try int) bool {
 		t.Fatalf("try %d: the server did not receive the SEND: %v", try, err)
 	}
 	if wc := wcs[0]; wc.ID != 1 || wc.Status != verbs.StatusSuccess {
-		t.Errorf("try %d: delivered SEND completed as %+v (%v)\n%v", try, wc, wc.Status, nonZero(qp.Counters()))
+		t.Errorf("try %d: delivered SEND completed as %+v (%v)\n%v", try, wc, wc.Status, NonZero(qp.Counters()))
 		return false
 	}
 	return true
-}
-
-// nonZero returns the counters that moved, for a failure's message.
-func nonZero(cs []verbs.Counter) []verbs.Counter {
-	var out []verbs.Counter
-	for _, c := range cs {
-		if c.Value != 0 {
-			out = append(out, c)
-		}
-	}
-	return out
 }

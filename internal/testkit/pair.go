@@ -112,3 +112,14 @@ func FlushEndsWait(t testing.TB, ctx context.Context, qp *verbs.QP, cq *verbs.CQ
 		t.Fatalf("the flush ended the Wait after %v", d)
 	}
 }
+
+// NonZero returns the counters that moved, for a failure's message.
+func NonZero(cs []verbs.Counter) []verbs.Counter {
+	var out []verbs.Counter
+	for _, c := range cs {
+		if c.Value != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
