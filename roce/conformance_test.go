@@ -1,56 +1,11 @@
 package roce_test
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/internal/conformance"
 	"github.com/goverbs/goverbs/roce"
-	"github.com/goverbs/goverbs/verbs"
 )
-
-// providers remembers the provider of each device a test opened, for its
-// device-wide counters.
-var providers sync.Map // *verbs.Device -> *roce.Provider
-
-// openDevice opens a RoCEv2 device on a free port of 127.0.0.1.
-func openDevice(t testing.TB, o roce.Options) *verbs.Device {
-	t.Helper()
-	if o.Addr == "" {
-		o.Addr = "127.0.0.1:0"
-	}
-	p := roce.New(o)
-	d, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers.Store(d, p)
-	return d
-}
-
-// deviceCounters returns the device-wide counters of a device openDevice
-// opened.
-func deviceCounters(t testing.TB, d *verbs.Device) []verbs.Counter {
-	t.Helper()
-	p, ok := providers.Load(d)
-	if !ok {
-		t.Fatal("device not opened by openDevice")
-	}
-	cs, err := p.(*roce.Provider).Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-// waitBriefly waits up to a millisecond for a completion.
-func waitBriefly(cq *verbs.CQ) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	cq.Wait(ctx)
-	cancel()
-}
 
 // TestConformance runs the conformance suite over UDP on loopback, both
 // devices in this process.

@@ -100,42 +100,6 @@ func newFaultPair(t *testing.T, p faultnet.Profile, back *faultnet.Profile, seed
 	return fp
 }
 
-func newQP(t testing.TB, d *verbs.Device, cp verbs.QPCap) (*verbs.PD, *verbs.CQ, *verbs.QP) {
-	t.Helper()
-	pd, err := d.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := d.CreateCQ(1024)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: cp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pd, cq, qp
-}
-
-func nonZero(cs []verbs.Counter) []verbs.Counter {
-	var out []verbs.Counter
-	for _, c := range cs {
-		if c.Value != 0 {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func mustMR(t testing.TB, pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
-	t.Helper()
-	m, err := pd.RegisterMR(make([]byte, n), access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestFaultInjection(t *testing.T) {
 	ops := 300
 	if testing.Short() || raceEnabled {

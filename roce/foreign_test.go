@@ -1,14 +1,11 @@
 package roce_test
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
-	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -90,21 +87,4 @@ func inject(f *faultConn, dst netip.AddrPort, b []byte) {
 func rocePeerAddr(t *testing.T, f *faultConn) netip.AddrPort {
 	t.Helper()
 	return f.LocalAddr()
-}
-
-func counterMap(cs []verbs.Counter) map[string]uint64 {
-	m := map[string]uint64{}
-	for _, c := range cs {
-		m[c.Name] = c.Value
-	}
-	return m
-}
-
-// pollOne is testkit.PollOne within the 10 s a test waits for one
-// completion.
-func pollOne(t testing.TB, cq *verbs.CQ) verbs.WorkCompletion {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return testkit.PollOne(t, ctx, cq)
 }

@@ -2,33 +2,11 @@ package roce_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
-	"time"
 
-	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
-
-// connectPair connects a new QP on a to a new QP on b through the
-// connection manager.
-func connectPair(t testing.TB, a, b *verbs.Device) (qa, qb *verbs.QP, pda, pdb *verbs.PD, cqa, cqb *verbs.CQ) {
-	t.Helper()
-	return connectPairAt(t, a, b, "127.0.0.1:0")
-}
-
-// connectPairAt is connectPair with b listening on addr.
-func connectPairAt(t testing.TB, a, b *verbs.Device, addr string) (qa, qb *verbs.QP, pda, pdb *verbs.PD, cqa, cqb *verbs.CQ) {
-	t.Helper()
-	cp := verbs.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}
-	pda, cqa, qa = newQP(t, a, cp)
-	pdb, cqb, qb = newQP(t, b, cp)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	testkit.Connect(t, ctx, a, b, addr, qa, qb)
-	return
-}
 
 // TestGSO moves 4 MiB with WRITE and READ with UDP segmentation offload on
 // (where the kernel has it) and off, by option and by environment: the
