@@ -17,9 +17,9 @@ func interopCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 // interopHelp prints the usage of an interop command.
 func interopHelp(cmd string, w io.Writer) error {
 	if cmd == "pingpong" {
-		printPingpongUsage(w)
+		newPingpongFlags().printUsage(w)
 		return nil
 	}
-	printRpingUsage(w)
+	newRpingFlags().printUsage(w)
 	return nil
 }

@@ -53,7 +53,7 @@ Flags:
 
 // perftestFlags are the flags of goverbs bench --perftest.
 type perftestFlags struct {
-	fs      *flag.FlagSet
+	cmdFlags
 	cfg     perftest.Config
 	test    string
 	trans   string
@@ -66,7 +66,7 @@ type perftestFlags struct {
 }
 
 func newPerftestFlags() *perftestFlags {
-	f := &perftestFlags{fs: flag.NewFlagSet("bench --perftest", flag.ContinueOnError)}
+	f := &perftestFlags{cmdFlags: cmdFlags{fs: flag.NewFlagSet("bench --perftest", flag.ContinueOnError), cmd: "bench", usage: perftestUsage}}
 	fs, c := f.fs, &f.cfg
 	fs.Bool("perftest", true, "speak perftest's exchange (this mode)")
 	fs.StringVar(&f.test, "test", "", "`test`: write_lat, write_bw, read_lat, read_bw, send_lat or send_bw (also ib_write_lat, write-lat)")
@@ -87,11 +87,6 @@ func newPerftestFlags() *perftestFlags {
 	return f
 }
 
-func printPerftestUsage(w io.Writer) {
-	fmt.Fprint(w, perftestUsage)
-	printFlags(w, newPerftestFlags().fs)
-}
-
 // isPerftest reports whether a bench command line asks for --perftest.
 func isPerftest(args []string) bool {
 	return slices.ContainsFunc(args, func(a string) bool {
@@ -103,7 +98,7 @@ func isPerftest(args []string) bool {
 func perftestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr} // watchEvents writes too
 	f := newPerftestFlags()
-	if err := parse(f.fs, "bench", args, printPerftestUsage, stdout, stderr); err != nil {
+	if err := f.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	if err := f.check(); err != nil {

@@ -31,7 +31,7 @@ Flags:
 
 // pingpongFlags are goverbs pingpong's flags.
 type pingpongFlags struct {
-	fs      *flag.FlagSet
+	cmdFlags
 	cfg     pingpong.Config
 	port    int
 	timeout time.Duration
@@ -39,7 +39,7 @@ type pingpongFlags struct {
 }
 
 func newPingpongFlags() *pingpongFlags {
-	f := &pingpongFlags{fs: flag.NewFlagSet("pingpong", flag.ContinueOnError)}
+	f := &pingpongFlags{cmdFlags: newCmdFlags("pingpong", pingpongUsage)}
 	fs, c := f.fs, &f.cfg
 	fs.IntVar(&f.port, "p", pingpong.Port, "TCP `port` of the address exchange")
 	fs.IntVar(&c.Size, "s", 0, "message `bytes`; the same on both sides (default 4096, 1024 with --ud)")
@@ -52,11 +52,6 @@ func newPingpongFlags() *pingpongFlags {
 	return f
 }
 
-func printPingpongUsage(w io.Writer) {
-	fmt.Fprint(w, pingpongUsage)
-	printFlags(w, newPingpongFlags().fs)
-}
-
 // pingpongCmd is goverbs pingpong.
 func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr} // watchEvents writes too
@@ -66,7 +61,7 @@ func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if n := len(args); n > 0 && len(args[n-1]) > 0 && args[n-1][0] != '-' && !takesValue(f.fs, args, n-1) {
 		server, args = args[n-1], args[:n-1]
 	}
-	if err := parse(f.fs, "pingpong", args, printPingpongUsage, stdout, stderr); err != nil {
+	if err := f.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx, f.timeout)

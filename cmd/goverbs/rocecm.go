@@ -35,7 +35,7 @@ Flags:
 `
 
 type roceCMFlags struct {
-	fs             *flag.FlagSet
+	cmdFlags
 	client, server bool
 	addr, local    string
 	port, mtu      int
@@ -44,7 +44,7 @@ type roceCMFlags struct {
 }
 
 func newRoceCMFlags() *roceCMFlags {
-	f := &roceCMFlags{fs: flag.NewFlagSet("rocecm", flag.ContinueOnError)}
+	f := &roceCMFlags{cmdFlags: newCmdFlags("rocecm", roceCMUsage)}
 	fs := f.fs
 	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
 	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
@@ -59,20 +59,15 @@ func newRoceCMFlags() *roceCMFlags {
 	return f
 }
 
-func printRoceCMUsage(w io.Writer) {
-	fmt.Fprint(w, roceCMUsage)
-	printFlags(w, newRoceCMFlags().fs)
-}
-
 // roceCMCmd is goverbs rocecm.
 func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || !slices.Contains([]string{"rping", "nowhere", "ucmatose", "rdma"}, args[0]) {
-		printRoceCMUsage(stderr)
+		newRoceCMFlags().printUsage(stderr)
 		return &UsageError{Cmd: "rocecm", Err: errors.New("want rping, nowhere, ucmatose or rdma")}
 	}
 	mode := args[0]
 	f := newRoceCMFlags()
-	if err := parse(f.fs, "rocecm", args[1:], printRoceCMUsage, stdout, stderr); err != nil {
+	if err := f.parse(args[1:], stdout, stderr); err != nil {
 		return err
 	}
 	if f.addr == "" || (mode != "nowhere" && f.client == f.server) {

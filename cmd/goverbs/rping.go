@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,7 +28,7 @@ Flags:
 
 // rpingFlags are goverbs rping's flags.
 type rpingFlags struct {
-	fs             *flag.FlagSet
+	cmdFlags
 	client, server bool
 	addr           string
 	port           int
@@ -40,7 +39,7 @@ type rpingFlags struct {
 }
 
 func newRpingFlags() *rpingFlags {
-	f := &rpingFlags{fs: flag.NewFlagSet("rping", flag.ContinueOnError)}
+	f := &rpingFlags{cmdFlags: newCmdFlags("rping", rpingUsage)}
 	fs := f.fs
 	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
 	fs.BoolVar(&f.server, "s", false, "server: listen on -a (default all addresses)")
@@ -58,16 +57,11 @@ func newRpingFlags() *rpingFlags {
 	return f
 }
 
-func printRpingUsage(w io.Writer) {
-	fmt.Fprint(w, rpingUsage)
-	printFlags(w, newRpingFlags().fs)
-}
-
 // rpingCmd is goverbs rping.
 func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr} // watchEvents writes too
 	f := newRpingFlags()
-	if err := parse(f.fs, "rping", args, printRpingUsage, stdout, stderr); err != nil {
+	if err := f.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	if f.client == f.server {

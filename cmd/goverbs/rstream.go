@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -40,7 +39,7 @@ Flags:
 
 // rstreamFlags are goverbs rstream's flags.
 type rstreamFlags struct {
-	fs        *flag.FlagSet
+	cmdFlags
 	dst, src  string
 	port      string
 	size      string
@@ -89,7 +88,7 @@ func (o *testOpts) Set(v string) error {
 const rstreamPort = "7471"
 
 func newRstreamFlags() *rstreamFlags {
-	f := &rstreamFlags{fs: flag.NewFlagSet("rstream", flag.ContinueOnError)}
+	f := &rstreamFlags{cmdFlags: newCmdFlags("rstream", rstreamUsage)}
 	fs := f.fs
 	fs.StringVar(&f.dst, "s", "", "server `address`: run as the client and connect to it")
 	fs.StringVar(&f.src, "b", "", "bind `address`: the server listens there (default all addresses)")
@@ -108,11 +107,6 @@ func newRstreamFlags() *rstreamFlags {
 	f.dev.register(fs, true) // local completion, as siw (see goverbs rping)
 	f.roce.register(fs)
 	return f
-}
-
-func printRstreamUsage(w io.Writer) {
-	fmt.Fprint(w, rstreamUsage)
-	printFlags(w, newRstreamFlags().fs)
 }
 
 // rstreamTest is one test of a run: iters iterations of count transfers
@@ -188,7 +182,7 @@ func (f *rstreamFlags) plan() ([][]rstreamTest, error) {
 func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr}
 	f := newRstreamFlags()
-	if err := parse(f.fs, "rstream", args, printRstreamUsage, stdout, stderr); err != nil {
+	if err := f.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	switch f.rdmaCM {

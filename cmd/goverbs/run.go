@@ -131,11 +131,11 @@ func helpCmd(args []string, stdout io.Writer) error {
 	case "rping", "pingpong":
 		return interopHelp(args[0], stdout)
 	case "rstream":
-		printRstreamUsage(stdout)
+		newRstreamFlags().printUsage(stdout)
 	case "rocecm":
-		printRoceCMUsage(stdout)
+		newRoceCMFlags().printUsage(stdout)
 	case "xstack":
-		printXstackUsage(stdout)
+		newXstackFlags().printUsage(stdout)
 	default:
 		return &UsageError{Err: fmt.Errorf("no help for %q", strings.Join(args, " "))}
 	}
@@ -164,6 +164,29 @@ func parse(fs *flag.FlagSet, cmd string, args []string, usage func(io.Writer), s
 		return &UsageError{Cmd: cmd, Err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
+}
+
+// cmdFlags is what a command's flags carry besides the flags themselves:
+// its name, for usage errors, and its usage text, for -h and help.
+type cmdFlags struct {
+	fs    *flag.FlagSet
+	cmd   string
+	usage string
+}
+
+func newCmdFlags(cmd, usage string) cmdFlags {
+	return cmdFlags{fs: flag.NewFlagSet(cmd, flag.ContinueOnError), cmd: cmd, usage: usage}
+}
+
+// printUsage prints the command's usage text, then its flags.
+func (c *cmdFlags) printUsage(w io.Writer) {
+	fmt.Fprint(w, c.usage)
+	printFlags(w, c.fs)
+}
+
+// parse parses the command's flags (parse): -h prints its usage.
+func (c *cmdFlags) parse(args []string, stdout, stderr io.Writer) error {
+	return parse(c.fs, c.cmd, args, c.printUsage, stdout, stderr)
 }
 
 // parseFlags is parse for a command that takes positional arguments

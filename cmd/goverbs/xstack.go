@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,7 +31,7 @@ Flags:
 `
 
 type xstackFlags struct {
-	fs             *flag.FlagSet
+	cmdFlags
 	client, server bool
 	addr           string
 	port, size     int
@@ -43,7 +42,7 @@ type xstackFlags struct {
 }
 
 func newXstackFlags() *xstackFlags {
-	f := &xstackFlags{fs: flag.NewFlagSet("xstack", flag.ContinueOnError)}
+	f := &xstackFlags{cmdFlags: newCmdFlags("xstack", xstackUsage)}
 	fs := f.fs
 	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
 	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
@@ -57,16 +56,11 @@ func newXstackFlags() *xstackFlags {
 	return f
 }
 
-func printXstackUsage(w io.Writer) {
-	fmt.Fprint(w, xstackUsage)
-	printFlags(w, newXstackFlags().fs)
-}
-
 // xstackCmd is goverbs xstack.
 func xstackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stderr = &lockedWriter{w: stderr} // watchEvents writes too
 	f := newXstackFlags()
-	if err := parse(f.fs, "xstack", args, printXstackUsage, stdout, stderr); err != nil {
+	if err := f.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	if f.addr == "" || f.client == f.server {
