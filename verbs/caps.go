@@ -14,15 +14,9 @@ const (
 	DataPathHardware
 )
 
-func (d DataPath) String() string {
-	switch d {
-	case DataPathSoftware:
-		return "software"
-	case DataPathHardware:
-		return "hardware"
-	}
-	return "unknown"
-}
+var dataPathNames = [...]string{DataPathSoftware: "software", DataPathHardware: "hardware"}
+
+func (d DataPath) String() string { return nameOf(dataPathNames[:], d, "unknown") }
 
 // AtomicScope says what an atomic operation is atomic against
 // (ibv_atomic_cap).
@@ -39,15 +33,9 @@ const (
 	AtomicGlobal
 )
 
-func (a AtomicScope) String() string {
-	switch a {
-	case AtomicDevice:
-		return "device"
-	case AtomicGlobal:
-		return "global"
-	}
-	return "none"
-}
+var atomicScopeNames = [...]string{AtomicNone: "none", AtomicDevice: "device", AtomicGlobal: "global"}
+
+func (a AtomicScope) String() string { return nameOf(atomicScopeNames[:], a, "none") }
 
 // DirectAccess says which registered regions a peer's one-sided
 // operations (READ, WRITE, atomics, FLUSH) reach without this process's
@@ -98,17 +86,13 @@ const (
 	CompletionPlaced
 )
 
-func (c CompletionLevel) String() string {
-	switch c {
-	case CompletionLocal:
-		return "local (source reusable; not yet placed)"
-	case CompletionAcked:
-		return "acknowledged by the peer (placement follows; FLUSH to confirm)"
-	case CompletionPlaced:
-		return "placed (bytes visible in the target region)"
-	}
-	return "unknown"
+var completionLevelNames = [...]string{
+	CompletionLocal:  "local (source reusable; not yet placed)",
+	CompletionAcked:  "acknowledged by the peer (placement follows; FLUSH to confirm)",
+	CompletionPlaced: "placed (bytes visible in the target region)",
 }
+
+func (c CompletionLevel) String() string { return nameOf(completionLevelNames[:], c, "unknown") }
 
 // Caps are a device's capabilities (ibv_device_attr and more). Every field
 // is a promise the conformance suite checks.
