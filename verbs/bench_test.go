@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/loopback"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -23,11 +24,7 @@ type pair struct {
 
 func newPair(tb testing.TB) *pair {
 	tb.Helper()
-	dev, err := verbs.Open(loopback.New())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { dev.Close() })
+	dev := testkit.Open(tb, loopback.New())
 	pd, _ := dev.AllocPD()
 	p := &pair{dev: dev}
 	p.cqA, _ = dev.CreateCQ(1024)

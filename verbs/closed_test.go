@@ -19,11 +19,7 @@ import (
 // when the count does not fit 32 bits (it was truncated, passed the check
 // and the allocation killed the process).
 func TestCreateCQTooLarge(t *testing.T) {
-	dev, err := verbs.Open(loopback.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := testkit.Open(t, loopback.New())
 	for _, n := range []int{int(dev.Caps().MaxCQE) + 1, 1<<40 + 16, 1 << 32} {
 		if cq, err := dev.CreateCQ(n); !errors.Is(err, verbs.ErrInvalidArgument) {
 			if cq != nil {
@@ -94,11 +90,7 @@ func TestObjectsOfClosedDevice(t *testing.T) {
 // TestPollWaitNoRoom: PollWait with no room for a completion is an
 // argument error, not 0 and nil at once (a caller looping on it spun).
 func TestPollWaitNoRoom(t *testing.T) {
-	dev, err := verbs.Open(loopback.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := testkit.Open(t, loopback.New())
 	cq := testkit.Must(dev.CreateCQ(4))(t)
 	if n, err := cq.PollWait(context.Background(), nil); n != 0 || !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("PollWait(nil): %d, %v; want 0, ErrInvalidArgument", n, err)
