@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
@@ -141,7 +142,7 @@ func TestReadsWithinIRD(t *testing.T) {
 	}
 	for i := range n {
 		if wc := pollOne(t, cqa); wc.Status != verbs.StatusSuccess || wc.ID != uint64(i) {
-			t.Fatalf("completion %d: %+v (%v)\nA %v\nB %v", i, wc, wc.Status, nonZero(qa.Counters()), nonZero(qb.Counters()))
+			t.Fatalf("completion %d: %+v (%v)\nA %v\nB %v", i, wc, wc.Status, testkit.NonZero(qa.Counters()), testkit.NonZero(qb.Counters()))
 		}
 	}
 	if c := counterMap(qb.Counters()); c["sent_inv_req_naks"] != 0 {

@@ -74,7 +74,7 @@ func TestDeregisterWaitsForPeerRead(t *testing.T) {
 			refused++
 		default:
 			t.Fatalf("try %d: READ started before Deregister ended with %v (%d of %d bytes sent before Deregister returned)\nA %v\nB %v",
-				try, wc.Status, after-base, size, nonZero(qa.Counters()), nonZero(qb.Counters()))
+				try, wc.Status, after-base, size, testkit.NonZero(qa.Counters()), testkit.NonZero(qb.Counters()))
 		}
 		if end := counterMap(qb.Counters())["tx_bytes"]; end != after {
 			t.Fatalf("try %d: %d bytes of the region sent after Deregister returned", try, end-after)
@@ -123,7 +123,7 @@ func TestLastSendAcknowledgedBeforeClose(t *testing.T) {
 		}
 		if wc.Status != verbs.StatusSuccess {
 			bad++
-			t.Errorf("try %d: delivered SEND completed with %v\nA %v", try, wc.Status, nonZero(qa.Counters()))
+			t.Errorf("try %d: delivered SEND completed with %v\nA %v", try, wc.Status, testkit.NonZero(qa.Counters()))
 		}
 		qa.Close()
 	}

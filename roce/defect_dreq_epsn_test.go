@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -33,6 +34,31 @@ func lostAckPair(t *testing.T) (qa, qb *verbs.QP, pda, pdb *verbs.PD, cqa, cqb *
 	return qa, qb, pda, pdb, cqa, cqb, drop
 }
 
+// disconnectOnReceive waits for b's receive, which must succeed and
+// satisfy received, and disconnects b at once, as a server that got its
+// last message does; a's WRs 1 and 2 must then complete with want, in
+// posting order.
+func disconnectOnReceive(t *testing.T, qa, qb *verbs.QP, cqa, cqb *verbs.CQ, received func() bool, want verbs.Status) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if wc, err := waitOne(ctx, cqb); err != nil || wc.Status != verbs.StatusSuccess || !received() {
+		t.Fatalf("receive %+v %v", wc, err)
+	}
+	if err := qb.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{1, 2} {
+		wc, err := waitOne(ctx, cqa)
+		if err != nil {
+			t.Fatalf("no completion for WR %d: %v", id, err)
+		}
+		if wc.ID != id || wc.Status != want {
+			t.Errorf("WR %d completed %+v; want ID %d %v\nA %v", id, wc, id, want, testkit.NonZero(qa.Counters()))
+		}
+	}
+}
+
 // TestDisconnectAfterLostLastAck: a WRITE and a SEND whose ACKs b's socket
 // dropped; b polls the receive and disconnects at once. Both complete
 // successfully at a.
@@ -53,23 +79,7 @@ func TestDisconnectAfterLostLastAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if wc, err := waitOne(ctx, cqb); err != nil || wc.Status != verbs.StatusSuccess || string(recv.Bytes()[:4]) != "done" {
-		t.Fatalf("receive %+v %v", wc, err)
-	}
-	if err := qb.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []uint64{1, 2} {
-		wc, err := waitOne(ctx, cqa)
-		if err != nil {
-			t.Fatalf("no completion for WR %d: %v", id, err)
-		}
-		if wc.ID != id || wc.Status != verbs.StatusSuccess {
-			t.Errorf("WR %d, which b executed, completed %+v; want ID %d StatusSuccess\nA %v", id, wc, id, nonZero(qa.Counters()))
-		}
-	}
+	disconnectOnReceive(t, qa, qb, cqa, cqb, func() bool { return string(recv.Bytes()[:4]) == "done" }, verbs.StatusSuccess)
 	if string(dst.Bytes()[:4]) != "done" {
 		t.Errorf("WRITE placed %q", dst.Bytes()[:4])
 	}
@@ -96,23 +106,7 @@ func TestDisconnectAfterLostReadResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if wc, err := waitOne(ctx, cqb); err != nil || wc.Status != verbs.StatusSuccess {
-		t.Fatalf("receive %+v %v", wc, err)
-	}
-	if err := qb.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []uint64{1, 2} {
-		wc, err := waitOne(ctx, cqa)
-		if err != nil {
-			t.Fatalf("no completion for WR %d: %v", id, err)
-		}
-		if wc.ID != id || wc.Status != verbs.StatusWRFlushErr {
-			t.Errorf("WR %d completed %+v; want ID %d StatusWRFlushErr", id, wc, id)
-		}
-	}
+	disconnectOnReceive(t, qa, qb, cqa, cqb, func() bool { return true }, verbs.StatusWRFlushErr)
 	if !bytes.Equal(local.Bytes()[:4], make([]byte, 4)) {
 		t.Errorf("the flushed READ placed %q", local.Bytes()[:4])
 	}

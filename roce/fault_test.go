@@ -92,8 +92,8 @@ func newFaultPair(t *testing.T, p faultnet.Profile, back *faultnet.Profile, seed
 	testkit.Connect(t, ctx, fp.a, fp.b, "127.0.0.1:0", fp.qa, fp.qb)
 	fp.countersOf = func() string {
 		return fmt.Sprintf("A %v\nB %v\ndevA %v\ndevB %v\nfaults A→B sent %d dropped %d dup %d corrupt %d reorder %d delay %d",
-			nonZero(fp.qa.Counters()), nonZero(fp.qb.Counters()),
-			nonZero(deviceCounters(t, fp.a)), nonZero(deviceCounters(t, fp.b)),
+			testkit.NonZero(fp.qa.Counters()), testkit.NonZero(fp.qb.Counters()),
+			testkit.NonZero(deviceCounters(t, fp.a)), testkit.NonZero(deviceCounters(t, fp.b)),
 			fp.fa.Stats.Sent.Load(), fp.fa.Stats.Dropped.Load(), fp.fa.Stats.Duplicated.Load(),
 			fp.fa.Stats.Corrupted.Load(), fp.fa.Stats.Reordered.Load(), fp.fa.Stats.Delayed.Load())
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/faultnet"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -60,7 +61,7 @@ func TestForeignPackets(t *testing.T) {
 	want := map[string]uint64{"dropped_foreign": 2, "dropped_icrc": 1, "dropped_malformed": 1, "duplicate_responses": 1}
 	for name, n := range want {
 		if got[name] != n {
-			t.Errorf("QP counter %s = %d, want %d (all: %v)", name, got[name], n, nonZero(fp.qa.Counters()))
+			t.Errorf("QP counter %s = %d, want %d (all: %v)", name, got[name], n, testkit.NonZero(fp.qa.Counters()))
 		}
 	}
 	dev := counterMap(deviceCounters(t, fp.a))

@@ -73,17 +73,6 @@ func newQP(t testing.TB, d *verbs.Device, cp verbs.QPCap) (*verbs.PD, *verbs.CQ,
 	return pd, cq, qp
 }
 
-// nonZero keeps the counters that are not zero.
-func nonZero(cs []verbs.Counter) []verbs.Counter {
-	var out []verbs.Counter
-	for _, c := range cs {
-		if c.Value != 0 {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // mustMR registers n fresh bytes on pd.
 func mustMR(t testing.TB, pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
 	t.Helper()

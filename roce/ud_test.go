@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -142,7 +143,7 @@ func TestUDQKeyAndLimits(t *testing.T) {
 		t.Fatalf("receive %+v: the wrong-Q_Key datagram was delivered", wc)
 	}
 	if m := counterMap(b.qp.Counters()); m["dropped_foreign"] != 1 {
-		t.Fatalf("no drop counted: %v", nonZero(b.qp.Counters()))
+		t.Fatalf("no drop counted: %v", testkit.NonZero(b.qp.Counters()))
 	}
 	if err := post(verbs.SendWR{ID: 3, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{a.mr.SGE(0, 1025)},
 		AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 2}); err != nil {
