@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -85,42 +84,6 @@ func (f *roceFlags) localIP(peer string) (netip.Addr, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
-}
-
-// acceptOne listens on addr on dev, says so on stderr as "<who> listening
-// on ADDR", and returns the first connection request; done closes the
-// listener, once the request has been served.
-func acceptOne(ctx context.Context, dev *verbs.Device, addr, who string, stderr io.Writer) (req *verbs.ConnRequest, done func(), err error) {
-	ln, err := dev.Listen(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	fmt.Fprintf(stderr, "%s listening on %s\n", who, ln.Addr())
-	if req, err = ln.Accept(ctx); err != nil {
-		ln.Close()
-		return nil, nil, err
-	}
-	return req, func() { ln.Close() }, nil
-}
-
-// dialOrServe plays one side of an exchange on dev and names the role it
-// played: the client runs dial; the server accepts the first request on
-// addr (acceptOne, announcing who is listening) and runs serve on it. ran
-// is false when the server got no request to serve: the exchange never
-// started.
-func dialOrServe[R any](ctx context.Context, dev *verbs.Device, addr string, client bool, who string, stderr io.Writer,
-	dial func() (R, error), serve func(*verbs.ConnRequest) (R, error)) (role string, res R, ran bool, err error) {
-	if client {
-		res, err = dial()
-		return "client", res, true, err
-	}
-	req, done, err := acceptOne(ctx, dev, addr, who, stderr)
-	if err != nil {
-		return "server", res, false, err
-	}
-	defer done()
-	res, err = serve(req)
-	return "server", res, true, err
 }
 
 // watchEvents prints the device's asynchronous events on w until the device

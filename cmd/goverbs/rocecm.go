@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/goverbs/goverbs/interop/cmatose"
@@ -36,19 +34,17 @@ Flags:
 
 type roceCMFlags struct {
 	cmdFlags
-	client, server bool
-	addr, local    string
-	port, mtu      int
-	cfg            rping.Config
-	timeout        time.Duration
+	roleFlags
+	local   string
+	mtu     int
+	cfg     rping.Config
+	timeout time.Duration
 }
 
 func newRoceCMFlags() *roceCMFlags {
 	f := &roceCMFlags{cmdFlags: newCmdFlags("rocecm", roceCMUsage)}
 	fs := f.fs
-	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
-	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
-	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the local one (server)")
+	f.roleFlags.register(fs, false)
 	fs.StringVar(&f.local, "local", "", "the client's `IP` (default: the address that routes to the server)")
 	fs.IntVar(&f.port, "p", rping.Port, "rdma_cm `port`")
 	fs.IntVar(&f.mtu, "mtu", 1024, "path `MTU`")
@@ -94,7 +90,7 @@ func roceCMCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	stderr = &lockedWriter{w: stderr} // watchEvents writes too
 	defer watchDevice(dev, stderr)()
-	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
+	addr := f.hostPort()
 	switch mode {
 	case "nowhere":
 		return roceCMNowhere(ctx, dev, addr, stdout)

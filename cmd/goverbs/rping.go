@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/goverbs/goverbs/interop/rping"
@@ -29,21 +27,17 @@ Flags:
 // rpingFlags are goverbs rping's flags.
 type rpingFlags struct {
 	cmdFlags
-	client, server bool
-	addr           string
-	port           int
-	cfg            rping.Config
-	verbose        bool
-	timeout        time.Duration
-	dev            iwarpFlags
+	roleFlags
+	cfg     rping.Config
+	verbose bool
+	timeout time.Duration
+	dev     iwarpFlags
 }
 
 func newRpingFlags() *rpingFlags {
 	f := &rpingFlags{cmdFlags: newCmdFlags("rping", rpingUsage)}
 	fs := f.fs
-	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
-	fs.BoolVar(&f.server, "s", false, "server: listen on -a (default all addresses)")
-	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the one to listen on (server)")
+	f.roleFlags.register(fs, true)
 	fs.IntVar(&f.port, "p", rping.Port, "TCP `port`")
 	fs.IntVar(&f.cfg.Size, "S", rping.DefaultSize, fmt.Sprintf("buffer `size`, %d to %d; the same on both sides", rping.MinSize, rping.MaxSize))
 	fs.IntVar(&f.cfg.Count, "C", 0, "`pings` (client: then disconnect; 0 forever. server: fail unless exactly this many were served)")
@@ -80,8 +74,7 @@ func rpingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer watchDevice(dev, stderr)()
-	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
-	role, res, err := rpingRun(ctx, dev, addr, f.cfg, f.client, stderr)
+	role, res, err := rpingRun(ctx, dev, f.hostPort(), f.cfg, f.client, stderr)
 	fmt.Fprintf(stdout, "goverbs rping %s: %d pings of %d bytes validated in %v\n", role, res.Pings, f.cfg.Size, res.Elapsed.Round(time.Millisecond))
 	return err
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,21 +30,18 @@ Flags:
 
 type xstackFlags struct {
 	cmdFlags
-	client, server bool
-	addr           string
-	port, size     int
-	trans          string
-	timeout        time.Duration
-	roce           roceFlags
-	iwarp          iwarpFlags
+	roleFlags
+	size    int
+	trans   string
+	timeout time.Duration
+	roce    roceFlags
+	iwarp   iwarpFlags
 }
 
 func newXstackFlags() *xstackFlags {
 	f := &xstackFlags{cmdFlags: newCmdFlags("xstack", xstackUsage)}
 	fs := f.fs
-	fs.BoolVar(&f.client, "c", false, "client: connect to -a")
-	fs.BoolVar(&f.server, "s", false, "server: listen on -a")
-	fs.StringVar(&f.addr, "a", "", "`address`: the server's (client), the local one (server)")
+	f.roleFlags.register(fs, false)
 	fs.IntVar(&f.port, "p", 7400, "connection manager `port`")
 	fs.IntVar(&f.size, "S", xstack.DefaultSize, "`bytes` of each WRITE, READ and SEND; the same on both sides")
 	fs.StringVar(&f.trans, "transport", "", "`transport`: roce, iwarp or verbs:DEV")
@@ -73,7 +68,7 @@ func xstackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer watchDevice(dev, stderr)()
-	addr := net.JoinHostPort(f.addr, strconv.Itoa(f.port))
+	addr := f.hostPort()
 	role, res, ran, err := dialOrServe(ctx, dev, addr, f.client, "goverbs xstack: "+f.trans, stderr,
 		func() (xstack.Result, error) { return xstack.Client(ctx, dev, addr, f.size) },
 		func(req *verbs.ConnRequest) (xstack.Result, error) { return xstack.Serve(ctx, dev, req, f.size) })
