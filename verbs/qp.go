@@ -116,13 +116,23 @@ func (qp *QP) PD() *PD { return qp.pd }
 // ErrInvalidState or ErrInvalidArgument and leaves the QP unchanged
 // (SEMANTICS 5).
 func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	if err := checkModify(attr, &qp.closed); err != nil {
+		return err
+	}
+	return qp.p.Modify(attr, mask)
+}
+
+// checkModify applies the rules a QP's and an SRQ's Modify share before the
+// provider sees the call: nil attributes are an argument error, a closed
+// object returns ErrClosed.
+func checkModify[A any](attr *A, closed *atomic.Bool) error {
 	if attr == nil {
 		return fmt.Errorf("%w: nil attributes", ErrInvalidArgument)
 	}
-	if qp.closed.Load() {
+	if closed.Load() {
 		return ErrClosed
 	}
-	return qp.p.Modify(attr, mask)
+	return nil
 }
 
 // Query returns the QP's attributes and state.

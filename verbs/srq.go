@@ -67,11 +67,8 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 // arms the limit event at attr.Limit, or disarms it with zero. Resizing
 // (SRQAttrMaxWR) fails with ErrNotSupported where the device cannot.
 func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
-	if attr == nil {
-		return fmt.Errorf("%w: nil attributes", ErrInvalidArgument)
-	}
-	if s.closed.Load() {
-		return ErrClosed
+	if err := checkModify(attr, &s.closed); err != nil {
+		return err
 	}
 	return s.p.Modify(attr, mask)
 }
