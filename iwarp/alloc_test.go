@@ -1,34 +1,11 @@
 package iwarp_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/testkit"
-	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
-
-// pair is two connected QPs on two devices, for the allocation checks and
-// the benchmarks.
-type pair struct {
-	qa, qb   *verbs.QP
-	cqa, cqb *verbs.CQ
-	pa, pb   *verbs.PD
-}
-
-func newPair(tb testing.TB, opts ...iwarp.Option) *pair {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	a, b := openDev(tb, opts...), openDev(tb, opts...)
-	p := &pair{pa: must(a.AllocPD()), pb: must(b.AllocPD())}
-	p.qa, p.cqa = newQP(tb, a, p.pa)
-	p.qb, p.cqb = newQP(tb, b, p.pb)
-	testkit.Connect(tb, ctx, a, b, "127.0.0.1:0", p.qa, p.qb)
-	tb.Cleanup(func() { p.qa.Close(); p.qb.Close() })
-	return p
-}
 
 // sleepPoll polls cq until it holds a completion, without CQ.Wait (which
 // allocates its wake channel). Between polls it parks briefly rather than

@@ -14,8 +14,7 @@ import (
 // drivePair is two connected QPs, each with one CQ, and a registered
 // buffer on each side.
 type drivePair struct {
-	qa, qb   *verbs.QP
-	ca, cb   *verbs.CQ
+	*pair
 	ma, mb   *verbs.MR
 	ba, bb   []byte
 	ctx      context.Context
@@ -26,14 +25,9 @@ func newDrivePair(t *testing.T, size int, opts ...iwarp.Option) *drivePair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	a, b := openDev(t, opts...), openDev(t, opts...)
-	pa, pb := must(a.AllocPD()), must(b.AllocPD())
-	p := &drivePair{ctx: ctx, ba: make([]byte, size), bb: make([]byte, size)}
-	p.qa, p.ca = newQP(t, a, pa)
-	p.qb, p.cb = newQP(t, b, pb)
-	p.ma = must(pa.RegisterMR(p.ba, verbs.AccessLocalWrite))
-	p.mb = must(pb.RegisterMR(p.bb, verbs.AccessLocalWrite))
-	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", p.qa, p.qb)
+	p := &drivePair{pair: newPair(t, opts...), ctx: ctx, ba: make([]byte, size), bb: make([]byte, size)}
+	p.ma = must(p.pa.RegisterMR(p.ba, verbs.AccessLocalWrite))
+	p.mb = must(p.pb.RegisterMR(p.bb, verbs.AccessLocalWrite))
 	p.received = func() uint64 { return counter(p.qb, "waiter_drives") }
 	return p
 }
@@ -44,8 +38,8 @@ func (p *drivePair) warm(t *testing.T) {
 	for i := range 20 {
 		p.recv(t, uint64(i))
 		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cb)
-		testkit.PollOne(t, p.ctx, p.ca)
+		testkit.PollOne(t, p.ctx, p.cqb)
+		testkit.PollOne(t, p.ctx, p.cqa)
 	}
 }
 
@@ -83,8 +77,8 @@ func TestWaiterDrivesReceive(t *testing.T) {
 			p.ba[j] = byte(i + j)
 		}
 		p.send(t, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cb), verbs.WCRecv, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.ca), verbs.WCSend, -1)
+		expectDone(t, testkit.PollOne(t, p.ctx, p.cqb), verbs.WCRecv, n)
+		expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
 		if !bytes.Equal(p.bb[:n], p.ba[:n]) {
 			t.Fatalf("message %d: bytes differ", i)
 		}
@@ -99,7 +93,7 @@ func TestWaiterDrivesReceive(t *testing.T) {
 func TestDrivingWaitEndsWithContext(t *testing.T) {
 	p := newDrivePair(t, 64)
 	p.warm(t)
-	testkit.WaitEndsAtDeadline(t, p.ctx, p.cb, 5)
+	testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
 }
 
 // TestDrivingWaitSeesOtherCompletions: a completion that another
@@ -109,7 +103,7 @@ func TestDrivingWaitSeesOtherCompletions(t *testing.T) {
 	p := newDrivePair(t, 64)
 	p.warm(t)
 	p.recv(t, 99)
-	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cb, 99)
+	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
 }
 
 // TestDrivingWaitLeavesRNRToReceiver: a message that finds no receive
@@ -124,12 +118,12 @@ func TestDrivingWaitLeavesRNRToReceiver(t *testing.T) {
 		p.recv(t, 7)
 	}()
 	p.send(t, 12)
-	wc := testkit.PollOne(t, p.ctx, p.cb)
+	wc := testkit.PollOne(t, p.ctx, p.cqb)
 	expectDone(t, wc, verbs.WCRecv, 12)
 	if wc.ID != 7 || string(p.bb[:12]) != "late receive" {
 		t.Fatalf("receive %d holds %q", wc.ID, p.bb[:12])
 	}
-	expectDone(t, testkit.PollOne(t, p.ctx, p.ca), verbs.WCSend, -1)
+	expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
 }
 
 // TestDrivingWaitLargeMessages: messages larger than the receive buffer
@@ -144,8 +138,8 @@ func TestDrivingWaitLargeMessages(t *testing.T) {
 		}
 		p.recv(t, uint64(i))
 		p.send(t, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cb), verbs.WCRecv, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.ca), verbs.WCSend, -1)
+		expectDone(t, testkit.PollOne(t, p.ctx, p.cqb), verbs.WCRecv, n)
+		expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
 		if !bytes.Equal(p.bb[:n], p.ba[:n]) {
 			t.Fatalf("message %d: bytes differ", i)
 		}

@@ -41,30 +41,27 @@ func TestExtensionsNeedBothPeers(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			a := openDev(t)
-			pa, pb := must(a.AllocPD()), must(strict.AllocPD())
-			qa, cqa := newQP(t, a, pa)
-			qb, _ := newQP(t, strict, pb)
-			testkit.Connect(t, ctx, a, strict, "127.0.0.1:0", qa, qb)
-			src := must(pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
-			dst := must(pb.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
+			p := connectDevs(t, a, strict)
+			src := must(p.pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
+			dst := must(p.pb.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
 			// Plain RDMA works.
-			qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
-			if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+			p.qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
+			if wc := testkit.PollOne(t, ctx, p.cqa); wc.Status != verbs.StatusSuccess {
 				t.Fatalf("READ against a peer without extensions: %v", wc.Status)
 			}
 			wr := verbs.SendWR{ID: 2, Opcode: tc.op, Flags: verbs.SendSignaled, Remote: dst.Remote().At(8), Flush: verbs.FlushGlobal}
 			if tc.op.IsAtomic() || tc.op == verbs.OpSendWithImm || tc.op == verbs.OpWriteWithImm {
 				wr.SGL = []verbs.SGE{src.SGE(0, 8)}
 			}
-			if err := qa.PostSend([]verbs.SendWR{wr}); err != nil {
+			if err := p.qa.PostSend([]verbs.SendWR{wr}); err != nil {
 				t.Fatal(err)
 			}
-			wc := testkit.PollOne(t, ctx, cqa)
+			wc := testkit.PollOne(t, ctx, p.cqa)
 			if wc.Status != verbs.StatusLocQPOpErr || wc.VendorErr != iwarp.VendorNotNegotiated|uint32(tc.need) {
 				t.Fatalf("%v against a peer without extensions: %v vendor %#x, want %v vendor %#x",
 					tc.op, wc.Status, wc.VendorErr, verbs.StatusLocQPOpErr, iwarp.VendorNotNegotiated|uint32(tc.need))
 			}
-			waitState(t, qa, verbs.StateErr)
+			waitState(t, p.qa, verbs.StateErr)
 			for {
 				select {
 				case ev := <-a.Events():
@@ -89,23 +86,20 @@ func TestLocalCompletion(t *testing.T) {
 	if c := a.Caps().WriteCompletion; c != verbs.CompletionLocal {
 		t.Fatalf("Caps.WriteCompletion %v", c)
 	}
-	pa, pb := must(a.AllocPD()), must(b.AllocPD())
-	qa, cqa := newQP(t, a, pa)
-	qb, _ := newQP(t, b, pb)
-	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
-	src := must(pa.RegisterMR([]byte("local!!!"), verbs.AccessLocalWrite))
-	dst := must(pb.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-	qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
-	if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+	p := connectDevs(t, a, b)
+	src := must(p.pa.RegisterMR([]byte("local!!!"), verbs.AccessLocalWrite))
+	dst := must(p.pb.RegisterMR(make([]byte, 8), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
+	p.qa.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}})
+	if wc := testkit.PollOne(t, ctx, p.cqa); wc.Status != verbs.StatusSuccess {
 		t.Fatal(wc.Status)
 	}
-	if n := counter(qa, "probes"); n != 0 {
+	if n := counter(p.qa, "probes"); n != 0 {
 		t.Errorf("%d probes sent with local completion", n)
 	}
 	bad := dst.Remote().At(0)
 	bad.RKey ^= 1
-	qa.PostSend([]verbs.SendWR{{ID: 2, Opcode: verbs.OpWrite, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: bad}})
-	waitState(t, qa, verbs.StateErr)
+	p.qa.PostSend([]verbs.SendWR{{ID: 2, Opcode: verbs.OpWrite, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: bad}})
+	waitState(t, p.qa, verbs.StateErr)
 	for {
 		select {
 		case ev := <-a.Events():

@@ -41,14 +41,11 @@ func TestFaultsDelayAndSplit(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		a, b, conns := faultDevs(t, faultnet.Profile{Delay: 0.05, MaxDelay: 2 * time.Millisecond, Split: 0.4}, seed)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		pda, pdb := must(a.AllocPD()), must(b.AllocPD())
-		qa, cqa := newQP(t, a, pda)
-		qb, cqb := newQP(t, b, pdb)
-		testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
+		p := connectDevs(t, a, b)
 		const max = 64 << 10
-		src := must(pda.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
-		back := must(pda.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
-		dst := must(pdb.RegisterMR(make([]byte, max), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
+		src := must(p.pa.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
+		back := must(p.pa.RegisterMR(make([]byte, max), verbs.AccessLocalWrite))
+		dst := must(p.pb.RegisterMR(make([]byte, max), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
 		r := rand.New(rand.NewPCG(seed, 7))
 		for i := range 60 {
 			n := 1 + r.IntN(max)
@@ -57,22 +54,22 @@ func TestFaultsDelayAndSplit(t *testing.T) {
 			}
 			switch i % 3 {
 			case 0: // WRITE, then READ it back
-				post(t, qa, verbs.SendWR{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
+				post(t, p.qa, verbs.SendWR{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 					SGL: []verbs.SGE{src.SGE(0, n)}, Remote: dst.Remote().At(0)})
-				expectOK(t, testkit.PollOne(t, ctx, cqa))
-				post(t, qa, verbs.SendWR{ID: 2, Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
+				expectOK(t, testkit.PollOne(t, ctx, p.cqa))
+				post(t, p.qa, verbs.SendWR{ID: 2, Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
 					SGL: []verbs.SGE{back.SGE(0, n)}, Remote: dst.Remote().At(0)})
-				expectOK(t, testkit.PollOne(t, ctx, cqa))
+				expectOK(t, testkit.PollOne(t, ctx, p.cqa))
 				if !bytes.Equal(back.Bytes()[:n], src.Bytes()[:n]) {
 					t.Fatalf("seed %d op %d: READ of %d bytes returned other bytes", seed, i, n)
 				}
 			default: // SEND into a posted receive
-				if err := qb.PostRecv([]verbs.RecvWR{{ID: 3, SGL: []verbs.SGE{dst.SGE(0, max)}}}); err != nil {
+				if err := p.qb.PostRecv([]verbs.RecvWR{{ID: 3, SGL: []verbs.SGE{dst.SGE(0, max)}}}); err != nil {
 					t.Fatal(err)
 				}
-				post(t, qa, verbs.SendWR{ID: 4, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, n)}})
-				expectOK(t, testkit.PollOne(t, ctx, cqa))
-				wc := testkit.PollOne(t, ctx, cqb)
+				post(t, p.qa, verbs.SendWR{ID: 4, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, n)}})
+				expectOK(t, testkit.PollOne(t, ctx, p.cqa))
+				wc := testkit.PollOne(t, ctx, p.cqb)
 				expectOK(t, wc)
 				if int(wc.ByteLen) != n || !bytes.Equal(dst.Bytes()[:n], src.Bytes()[:n]) {
 					t.Fatalf("seed %d op %d: SEND of %d bytes received %d, or other bytes", seed, i, n, wc.ByteLen)
@@ -97,26 +94,23 @@ func TestFaultsCorruptionCaughtByCRC(t *testing.T) {
 	a, b, conns := faultDevs(t, faultnet.Profile{Corrupt: 0.05}, 9, iwarp.CRC(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pda, pdb := must(a.AllocPD()), must(b.AllocPD())
-	qa, cqa := newQP(t, a, pda)
-	qb, _ := newQP(t, b, pdb)
-	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
+	p := connectDevs(t, a, b)
 	const n = 4096
-	src := must(pda.RegisterMR(bytes.Repeat([]byte{0x5a}, n), verbs.AccessLocalWrite))
-	back := must(pda.RegisterMR(make([]byte, n), verbs.AccessLocalWrite))
-	dst := must(pdb.RegisterMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
+	src := must(p.pa.RegisterMR(bytes.Repeat([]byte{0x5a}, n), verbs.AccessLocalWrite))
+	back := must(p.pa.RegisterMR(make([]byte, n), verbs.AccessLocalWrite))
+	dst := must(p.pb.RegisterMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead))
 	failed := false
 	for i := 0; i < 400 && !failed; i++ {
-		post(t, qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
+		post(t, p.qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{src.SGE(0, n)}, Remote: dst.Remote().At(0)})
-		if wc := testkit.PollOne(t, ctx, cqa); wc.Status != verbs.StatusSuccess {
+		if wc := testkit.PollOne(t, ctx, p.cqa); wc.Status != verbs.StatusSuccess {
 			failed = true
 			break
 		}
 		clear(back.Bytes())
-		post(t, qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
+		post(t, p.qa, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{back.SGE(0, n)}, Remote: dst.Remote().At(0)})
-		wc := testkit.PollOne(t, ctx, cqa)
+		wc := testkit.PollOne(t, ctx, p.cqa)
 		if wc.Status != verbs.StatusSuccess {
 			failed = true
 			break

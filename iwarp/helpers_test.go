@@ -1,6 +1,7 @@
 package iwarp_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -44,4 +45,30 @@ func waitState(t testing.TB, qp *verbs.QP, st verbs.State) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// pair is two connected QPs on two devices, each QP with its own PD and CQ.
+type pair struct {
+	qa, qb   *verbs.QP
+	cqa, cqb *verbs.CQ
+	pa, pb   *verbs.PD
+}
+
+// newPair connects two new devices opened with opts.
+func newPair(tb testing.TB, opts ...iwarp.Option) *pair {
+	return connectDevs(tb, openDev(tb, opts...), openDev(tb, opts...))
+}
+
+// connectDevs connects a new QP of a, the dialer, to a new QP of b, each
+// with a new PD and its own CQ. The QPs close at the end of the test.
+func connectDevs(tb testing.TB, a, b *verbs.Device) *pair {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := &pair{pa: must(a.AllocPD()), pb: must(b.AllocPD())}
+	p.qa, p.cqa = newQP(tb, a, p.pa)
+	p.qb, p.cqb = newQP(tb, b, p.pb)
+	testkit.Connect(tb, ctx, a, b, "127.0.0.1:0", p.qa, p.qb)
+	tb.Cleanup(func() { p.qa.Close(); p.qb.Close() })
+	return p
 }

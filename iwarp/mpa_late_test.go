@@ -1,13 +1,11 @@
 package iwarp_test
 
 import (
-	"context"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -38,13 +36,8 @@ func TestMPARequestReadLateButDeliveredOnTime(t *testing.T) {
 		return &lateReader{Conn: c, late: 4 * timeout}
 	}))
 	client := openDev(t)
-	pa, pb := must(client.AllocPD()), must(server.AllocPD())
-	qa, _ := newQP(t, client, pa)
-	qb, _ := newQP(t, server, pb)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	testkit.Connect(t, ctx, client, server, "127.0.0.1:0", qa, qb)
-	if st := qa.State(); st != verbs.StateRTS {
+	p := connectDevs(t, client, server)
+	if st := p.qa.State(); st != verbs.StateRTS {
 		t.Fatalf("dialer in %v after connecting", st)
 	}
 }

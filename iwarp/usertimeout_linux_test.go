@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -154,25 +153,22 @@ func userTimeoutOf(t *testing.T, local string) time.Duration {
 func TestRNRWaitIsNotALostPeer(t *testing.T) {
 	const size, n = 256 << 10, 128 // 32 MiB: more than both socket buffers
 	a, b := openDev(t), openDev(t)
-	pa, pb := must(a.AllocPD()), must(b.AllocPD())
-	qa, cqa := newQP(t, a, pa)
-	qb, _ := newQP(t, b, pb)
+	p := connectDevs(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	testkit.Connect(t, ctx, a, b, "127.0.0.1:0", qa, qb)
-	mr := must(pa.RegisterMR(make([]byte, size), verbs.AccessLocalWrite))
+	mr := must(p.pa.RegisterMR(make([]byte, size), verbs.AccessLocalWrite))
 	wrs := make([]verbs.SendWR, n)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{ID: uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{mr.SGE(0, size)}}
 	}
 	start := time.Now()
-	if err := qa.PostSend(wrs); err != nil {
+	if err := p.qa.PostSend(wrs); err != nil {
 		t.Fatal(err)
 	}
 	wc := make([]verbs.WorkCompletion, n)
 	var first verbs.Status
 	for got := 0; got < n; {
-		k, err := cqa.PollWait(ctx, wc)
+		k, err := p.cqa.PollWait(ctx, wc)
 		if err != nil {
 			t.Fatalf("after %d completions: %v", got, err)
 		}
