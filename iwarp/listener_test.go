@@ -51,21 +51,7 @@ func TestListenerCloseAfterAccept(t *testing.T) {
 			}
 		}
 		ln := must(b.Listen("127.0.0.1:0"))
-		accepted := make(chan error, 1)
-		go func() {
-			req, err := ln.Accept(ctx)
-			if err == nil {
-				_, err = req.Accept(ctx, qb, verbs.ConnParam{})
-			}
-			accepted <- err
-		}()
-		_, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{})
-		if aerr := <-accepted; err == nil {
-			err = aerr
-		}
-		if err != nil {
-			t.Fatalf("try %d: connecting: %v", i, err)
-		}
+		testkit.ConnectOn(t, ctx, a, ln, qa, qb, verbs.ConnParam{})
 		ln.Close()
 		// The initiator speaks first (RFC 5044 §7.1.1), then the responder.
 		for _, side := range []struct {
