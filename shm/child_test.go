@@ -64,6 +64,19 @@ func childQP(d *verbs.Device) (*verbs.PD, *verbs.CQ, *verbs.QP) {
 	return pd, cq, qp
 }
 
+// childAccept accepts the next connection request on ln onto a new QP of
+// pd with its own CQ of cqe entries, answering with pdata, or dies.
+func childAccept(d *verbs.Device, pd *verbs.PD, ln *verbs.Listener, cqe int, pdata []byte) {
+	req, err := ln.Accept(context.Background())
+	childCheck(err)
+	cq, err := d.CreateCQ(cqe)
+	childCheck(err)
+	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap})
+	childCheck(err)
+	_, err = req.Accept(context.Background(), qp, verbs.ConnParam{PrivateData: pdata})
+	childCheck(err)
+}
+
 // untilStdinCloses returns a context that ends when the test closes our
 // standard input.
 func untilStdinCloses() context.Context {

@@ -31,9 +31,16 @@ func newSide(t testing.TB, cfg shm.Options) *side {
 	s := &side{p: shm.New(cfg)}
 	s.dev = testkit.Open(t, s.p)
 	s.pd = must(s.dev.AllocPD())(t)
-	s.cq = must(s.dev.CreateCQ(1024))(t)
-	s.qp = must(s.pd.CreateQP(verbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: testCap}))(t)
+	s.qp, s.cq = s.newQP(t, 1024)
 	return s
+}
+
+// newQP makes another QP of s's PD, in RESET, with its own CQ of cqe
+// entries.
+func (s *side) newQP(t testing.TB, cqe int) (*verbs.QP, *verbs.CQ) {
+	t.Helper()
+	cq := must(s.dev.CreateCQ(cqe))(t)
+	return must(s.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap}))(t), cq
 }
 
 // connectPair connects a's QP to b's (b listens) and returns both.

@@ -33,8 +33,8 @@ func TestForkedPeerExitSeenByPidfd(t *testing.T) {
 	a := newSide(t, shm.Options{})
 	qps := []*verbs.QP{a.qp}
 	for len(qps) < conns {
-		cq := must(a.dev.CreateCQ(64))(t)
-		qps = append(qps, must(a.pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap}))(t))
+		qp, _ := a.newQP(t, 64)
+		qps = append(qps, qp)
 	}
 	for _, qp := range qps {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -73,14 +73,7 @@ func forkingTargetChild() {
 	n, err := strconv.Atoi(os.Getenv("GOVERBS_SHM_TEST_CONNS"))
 	childCheck(err)
 	for range n {
-		req, err := ln.Accept(context.Background())
-		childCheck(err)
-		cq, err := d.CreateCQ(64)
-		childCheck(err)
-		qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap})
-		childCheck(err)
-		_, err = req.Accept(context.Background(), qp, verbs.ConnParam{})
-		childCheck(err)
+		childAccept(d, pd, ln, 64, nil)
 	}
 	ents, err := os.ReadDir("/proc/self/fd")
 	childCheck(err)

@@ -40,14 +40,7 @@ func targetChild() {
 	childCheck(err)
 	fmt.Println("READY")
 	for {
-		req, err := ln.Accept(context.Background())
-		childCheck(err)
-		cq, err := d.CreateCQ(1024)
-		childCheck(err)
-		qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap})
-		childCheck(err)
-		_, err = req.Accept(context.Background(), qp, verbs.ConnParam{PrivateData: pdata})
-		childCheck(err)
+		childAccept(d, pd, ln, 1024, pdata)
 	}
 }
 
