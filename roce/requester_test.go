@@ -21,12 +21,7 @@ func TestSegmentation(t *testing.T) {
 	src := s.a.mr(t, n, provider.AccessLocalWrite)
 	fill(mrBytes(src), 1)
 	dst := s.b.mr(t, n, rw)
-	s.a.post(t, provider.SendWR{ID: 1, Opcode: provider.OpWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{sge(src, 0, n)}, Remote: remote(dst, 0)})
-	s.settle()
-	expectWCs(t, s.a.poll(), provider.StatusSuccess)
-	if !bytes.Equal(mrBytes(dst), mrBytes(src)) {
-		t.Fatal("WRITE data differs")
-	}
+	s.transfer(t, provider.OpWrite, src, dst, n, "WRITE data differs")
 	pkts := s.sentBy(s.a)
 	if len(pkts) != 11 {
 		t.Fatalf("%d packets for %d bytes at MTU 1024, want 11", len(pkts), n)
@@ -125,6 +120,20 @@ func TestAckTimeout(t *testing.T) {
 	}
 }
 
+// transfer posts WR 1 on a, a signaled WRITE or READ of n bytes between
+// a's local and b's peer, both at offset 0, lets the exchange settle, and
+// expects it to succeed with both regions holding the same bytes; else
+// the test fails with differs.
+func (s *sim) transfer(t testing.TB, op provider.Opcode, local, peer provider.MR, n int, differs string) {
+	t.Helper()
+	s.a.post(t, provider.SendWR{ID: 1, Opcode: op, Flags: provider.SendSignaled, SGL: []provider.SGE{sge(local, 0, n)}, Remote: remote(peer, 0)})
+	s.settle()
+	expectWCs(t, s.a.poll(), provider.StatusSuccess)
+	if !bytes.Equal(mrBytes(peer), mrBytes(local)) {
+		t.Fatal(differs)
+	}
+}
+
 // TestGoBackN loses one packet in the middle of a WRITE: the responder
 // NAKs the gap once (PSN sequence error) and the requester resends from
 // the lost packet.
@@ -134,20 +143,10 @@ func TestGoBackN(t *testing.T) {
 	src := s.a.mr(t, n, provider.AccessLocalWrite)
 	fill(mrBytes(src), 9)
 	dst := s.b.mr(t, n, rw)
-	lost := false
-	s.drop = func(p simPkt, pkt *ib.Packet) bool {
-		if !lost && p.src == s.a.conn.local && pkt.BTH.Opcode() == ib.OpWriteMiddle && pkt.BTH.PSN() == 3 {
-			lost = true
-			return true
-		}
-		return false
-	}
-	s.a.post(t, provider.SendWR{ID: 1, Opcode: provider.OpWrite, Flags: provider.SendSignaled, SGL: []provider.SGE{sge(src, 0, n)}, Remote: remote(dst, 0)})
-	s.settle()
-	expectWCs(t, s.a.poll(), provider.StatusSuccess)
-	if !bytes.Equal(mrBytes(dst), mrBytes(src)) {
-		t.Fatal("data differs after go-back-N")
-	}
+	s.loseFirst(1, func(p simPkt, pkt *ib.Packet) bool {
+		return p.src == s.a.conn.local && pkt.BTH.Opcode() == ib.OpWriteMiddle && pkt.BTH.PSN() == 3
+	})
+	s.transfer(t, provider.OpWrite, src, dst, n, "data differs after go-back-N")
 	if got := s.b.c.ctr.get(ctrSeqNAKsSent); got != 1 {
 		t.Fatalf("%d sequence NAKs for one gap, want 1", got)
 	}
@@ -197,20 +196,10 @@ func TestReadRestartsMidRange(t *testing.T) {
 	src := s.b.mr(t, n, rw)
 	fill(mrBytes(src), 3)
 	dst := s.a.mr(t, n, provider.AccessLocalWrite)
-	lost := false
-	s.drop = func(p simPkt, pkt *ib.Packet) bool {
-		if !lost && pkt.BTH.Opcode() == ib.OpReadResponseMiddle && pkt.BTH.PSN() == 2 {
-			lost = true
-			return true
-		}
-		return false
-	}
-	s.a.post(t, provider.SendWR{ID: 1, Opcode: provider.OpRead, Flags: provider.SendSignaled, SGL: []provider.SGE{sge(dst, 0, n)}, Remote: remote(src, 0)})
-	s.settle()
-	expectWCs(t, s.a.poll(), provider.StatusSuccess)
-	if !bytes.Equal(mrBytes(dst), mrBytes(src)) {
-		t.Fatal("READ data differs")
-	}
+	s.loseFirst(1, func(_ simPkt, pkt *ib.Packet) bool {
+		return pkt.BTH.Opcode() == ib.OpReadResponseMiddle && pkt.BTH.PSN() == 2
+	})
+	s.transfer(t, provider.OpRead, dst, src, n, "READ data differs")
 	reqs := s.sentBy(s.a)
 	if len(reqs) != 2 || reqs[1].BTH.PSN() != 2 || reqs[1].RETH.VA() != src.Addr()+2*1024 || reqs[1].RETH.DMALen() != n-2*1024 {
 		t.Fatalf("retried READ: %d requests; the second should start at PSN 2 for the rest", len(reqs))
@@ -227,14 +216,7 @@ func TestAtomicReplay(t *testing.T) {
 	s := newSim(t, simOptions{timeout: 10})
 	tgt := s.b.mr(t, 8, provider.AccessLocalWrite|provider.AccessRemoteAtomic)
 	res := s.a.mr(t, 8, provider.AccessLocalWrite)
-	lost := false
-	s.drop = func(p simPkt, pkt *ib.Packet) bool {
-		if !lost && pkt.BTH.Opcode() == ib.OpAtomicAck {
-			lost = true
-			return true
-		}
-		return false
-	}
+	s.loseFirst(1, func(_ simPkt, pkt *ib.Packet) bool { return pkt.BTH.Opcode() == ib.OpAtomicAck })
 	s.a.post(t, provider.SendWR{ID: 1, Opcode: provider.OpCompareSwap, Flags: provider.SendSignaled, CompareAdd: 0, Swap: 42, SGL: []provider.SGE{sge(res, 0, 8)}, Remote: remote(tgt, 0)})
 	s.settle()
 	s.advance(ib.LocalACKTimeout(10))
@@ -252,14 +234,7 @@ func TestAtomicReplay(t *testing.T) {
 func TestFlushAndAtomicWriteReplay(t *testing.T) {
 	s := newSim(t, simOptions{timeout: 10})
 	tgt := s.b.mr(t, 64, rw|provider.AccessFlushGlobal)
-	lost := 0
-	s.drop = func(p simPkt, pkt *ib.Packet) bool {
-		if lost < 2 && pkt.BTH.Opcode() == ib.OpReadResponseOnly {
-			lost++
-			return true
-		}
-		return false
-	}
+	s.loseFirst(2, func(_ simPkt, pkt *ib.Packet) bool { return pkt.BTH.Opcode() == ib.OpReadResponseOnly })
 	s.a.post(t,
 		provider.SendWR{ID: 1, Opcode: provider.OpAtomicWrite, Flags: provider.SendSignaled, Swap: 0x1122334455667788, Remote: remote(tgt, 8)},
 		provider.SendWR{ID: 2, Opcode: provider.OpFlush, Flags: provider.SendSignaled, Flush: provider.FlushGlobal, FlushLength: 64, Remote: remote(tgt, 0)})

@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"cmp"
 	"net"
 	"net/netip"
 	"testing"
@@ -81,20 +82,10 @@ type simOptions struct {
 
 func newSim(t testing.TB, o simOptions) *sim {
 	t.Helper()
-	if o.mtu == 0 {
-		o.mtu = 1024
-	}
-	if o.timeout == 0 {
-		o.timeout = 14
-	}
+	o.mtu, o.timeout = cmp.Or(o.mtu, 1024), cmp.Or(o.timeout, 14)
+	o.retry, o.rnr = cmp.Or(o.retry, 7), cmp.Or(o.rnr, 7)
 	if o.ird == 0 {
 		o.ird, o.ord = 16, 16
-	}
-	if o.retry == 0 {
-		o.retry = 7
-	}
-	if o.rnr == 0 {
-		o.rnr = 7
 	}
 	if o.sendWR == 0 {
 		o.sendWR, o.recv = 64, 64
@@ -107,6 +98,18 @@ func newSim(t testing.TB, o simOptions) *sim {
 	s.a.connect(t, s.b, o.psnA, o.psnB, o)
 	s.b.connect(t, s.a, o.psnB, o.psnA, o)
 	return s
+}
+
+// loseFirst makes s lose the first n packets that match, and no more.
+func (s *sim) loseFirst(n int, match func(p simPkt, pkt *ib.Packet) bool) {
+	lost := 0
+	s.drop = func(p simPkt, pkt *ib.Packet) bool {
+		if lost < n && match(p, pkt) {
+			lost++
+			return true
+		}
+		return false
+	}
 }
 
 func newSimSide(t testing.TB, addr string, o simOptions) *simSide {

@@ -68,14 +68,7 @@ func scriptedSession(t *testing.T) []simPkt {
 		provider.SendWR{Opcode: provider.OpAtomicWrite, Swap: 0x0102030405060708, Remote: remote(dst, 4104)},
 	)
 	// 4. A lost packet: a PSN sequence error NAK and a go-back-N.
-	lost := false
-	s.drop = func(p simPkt, pkt *ib.Packet) bool {
-		if !lost && pkt.BTH.Opcode() == ib.OpWriteMiddle {
-			lost = true
-			return true
-		}
-		return false
-	}
+	s.loseFirst(1, func(_ simPkt, pkt *ib.Packet) bool { return pkt.BTH.Opcode() == ib.OpWriteMiddle })
 	post(provider.SendWR{Opcode: provider.OpWrite, SGL: []provider.SGE{sge(src, 0, 4000)}, Remote: remote(dst, 0)})
 	s.drop = nil
 	// 5. SEND with invalidate of a window bound on B: multi-packet, then a
