@@ -190,6 +190,22 @@ perftest_entry() {
         -- $NS $G bench --perftest $goargs --test $t --size $size --iters $n --listen $gip \
         -- ib_$t $tool -F -s $size -n $n $gip
 }
+
+# rxe_cm_both OP SIZE N CHECK TO_KERNEL TO_GOVERBS KSERVER GCLIENT GSERVER
+# KCLIENT: one rdma_cm exchange over rxe, both directions. TO_KERNEL is the
+# row of goverbs' client (goverbs GCLIENT) against the kernel's server (the
+# command line KSERVER), which listens through rdma_cm, not on a TCP port:
+# it gets 3 s. TO_GOVERBS is the row of the kernel's client (KCLIENT)
+# against goverbs' server (goverbs GSERVER).
+rxe_cm_both() {
+    local op=$1 size=$2 n=$3 check=$4
+    entry goverbs-rxe "$5" "$op" $size $n "$check" "rdma_cm up" \
+        -- sh -c "(sleep 3; echo rdma_cm up) & exec $7" \
+        -- $NS $G $8
+    entry goverbs-rxe "$6" "$op" $size $n "$check" "listening" \
+        -- $NS $G $9 \
+        -- ${10}
+}
 # perftest -R over rxe (issue 14): both of perftest's connections (the
 # comm channel, then the data QP) through rdma_cm, which over RoCE is the
 # IB CM on QP1; goverbs bench --perftest --rdma-cm yes connects its roce
@@ -204,12 +220,11 @@ phase_perftest_rxe_cm() {
     local t size n check="protocol (perftest moves random data)"
     for t in write_lat read_lat write_bw send_bw; do
         case $t in *_lat) size=8; n=$(iters 200 50) ;; *) size=65536; n=$(iters 100 20) ;; esac
-        entry goverbs-rxe "goverbs -> ib_$t -R" "ib_$t -R (IB CM)" $size $n "$check" "rdma_cm up" \
-            -- sh -c "(sleep 3; echo rdma_cm up) & exec ib_$t -d rxe0 -R -F -s $size -n $n" \
-            -- $NS $G bench --perftest --transport roce --rdma-cm yes --poll=false --test $t --size $size --iters $n --connect $X
-        entry goverbs-rxe "ib_$t -R -> goverbs" "ib_$t -R (IB CM)" $size $n "$check" "listening" \
-            -- $NS $G bench --perftest --transport roce --rdma-cm yes --poll=false --test $t --size $size --iters $n --listen $XP \
-            -- ib_$t -d rxe0 -R -F -s $size -n $n $XP
+        rxe_cm_both "ib_$t -R (IB CM)" $size $n "$check" "goverbs -> ib_$t -R" "ib_$t -R -> goverbs" \
+            "ib_$t -d rxe0 -R -F -s $size -n $n" \
+            "bench --perftest --transport roce --rdma-cm yes --poll=false --test $t --size $size --iters $n --connect $X" \
+            "bench --perftest --transport roce --rdma-cm yes --poll=false --test $t --size $size --iters $n --listen $XP" \
+            "ib_$t -d rxe0 -R -F -s $size -n $n $XP"
     done
 }
 phase_perftest_siw() { perftest_both goverbs-siw "-d siw0 -R" "--transport iwarp" $S $SP; }
@@ -290,14 +305,12 @@ phase_rstream() {
             "every byte, both sides" "listening" \
             -- $NS $G rstream -b $SP -S $size -C $n -I 2 -T v \
             -- rstream -s $SP -S $size -C $n -I 2 -T b -T v
-        entry goverbs-rxe "goverbs rstream -s -> rstream -b" "rstream -C $n -I 2" $size $n \
-            "every byte, both sides; IB CM, write-with-imm" "rdma_cm up" \
-            -- sh -c "(sleep 3; echo rdma_cm up) & exec rstream -b $X -S $size -C $n -I 2 -T b -T v" \
-            -- $NS $G rstream --transport roce -s $X -S $size -C $n -I 2 -T v
-        entry goverbs-rxe "rstream -s -> goverbs rstream -b" "rstream -C $n -I 2" $size $n \
-            "every byte, both sides; IB CM, write-with-imm" "listening" \
-            -- $NS $G rstream --transport roce -b $XP -S $size -C $n -I 2 -T v \
-            -- rstream -s $XP -S $size -C $n -I 2 -T b -T v
+        rxe_cm_both "rstream -C $n -I 2" $size $n "every byte, both sides; IB CM, write-with-imm" \
+            "goverbs rstream -s -> rstream -b" "rstream -s -> goverbs rstream -b" \
+            "rstream -b $X -S $size -C $n -I 2 -T b -T v" \
+            "rstream --transport roce -s $X -S $size -C $n -I 2 -T v" \
+            "rstream --transport roce -b $XP -S $size -C $n -I 2 -T v" \
+            "rstream -s $XP -S $size -C $n -I 2 -T b -T v"
     done
 }
 
@@ -314,14 +327,10 @@ phase_rocecm() {
     td=$!; sleep 1
     for size in 100 4096; do
         n=$(iters 20 3)
-        entry goverbs-rxe "goverbs rocecm rping -c -> rping -s" "rdma_cm rping (IB CM; SEND, READ, WRITE)" $size $n \
-            "every byte, both sides; DREQ/DREP" "rdma_cm up" \
-            -- sh -c "(sleep 3; echo rdma_cm up) & exec rping -s -a $X -S $size -C $n" \
-            -- $NS $G rocecm rping -c -a $X -S $size -C $n
-        entry goverbs-rxe "rping -c -V -> goverbs rocecm rping -s" "rdma_cm rping (IB CM; SEND, READ, WRITE)" $size $n \
-            "every byte, both sides; DREQ/DREP" "listening" \
-            -- $NS $G rocecm rping -s -a $XP -S $size -C $n \
-            -- rping -c -a $XP -S $size -C $n -V
+        rxe_cm_both "rdma_cm rping (IB CM; SEND, READ, WRITE)" $size $n "every byte, both sides; DREQ/DREP" \
+            "goverbs rocecm rping -c -> rping -s" "rping -c -V -> goverbs rocecm rping -s" \
+            "rping -s -a $X -S $size -C $n" "rocecm rping -c -a $X -S $size -C $n" \
+            "rocecm rping -s -a $XP -S $size -C $n" "rping -c -a $XP -S $size -C $n -V"
     done
     entry goverbs-rxe "goverbs rocecm -> rxe0, port 9999 (no listener)" "rdma_cm connect, REJ 8" 0 1 \
         "ErrRejected, REJ reason 8" ready \
@@ -339,23 +348,15 @@ phase_rdmacm() {
     local size n
     for size in 100 1024; do
         n=$(iters 100 10)
-        entry goverbs-rxe "goverbs rocecm ucmatose -c -> ucmatose" "ucmatose (IB CM; SENDs both ways)" $size $n \
-            "length and count (goverbs); both see the disconnect" "rdma_cm up" \
-            -- sh -c "(sleep 3; echo rdma_cm up) & exec ucmatose -b $X -C $n -S $size" \
-            -- $NS $G rocecm ucmatose -c -a $X -C $n -S $size
-        entry goverbs-rxe "ucmatose -s -> goverbs rocecm ucmatose -s" "ucmatose (IB CM; SENDs both ways)" $size $n \
-            "length and count (goverbs); both see the disconnect" "listening" \
-            -- $NS $G rocecm ucmatose -s -a $XP -C $n -S $size \
-            -- ucmatose -s $XP -C $n -S $size
+        rxe_cm_both "ucmatose (IB CM; SENDs both ways)" $size $n "length and count (goverbs); both see the disconnect" \
+            "goverbs rocecm ucmatose -c -> ucmatose" "ucmatose -s -> goverbs rocecm ucmatose -s" \
+            "ucmatose -b $X -C $n -S $size" "rocecm ucmatose -c -a $X -C $n -S $size" \
+            "rocecm ucmatose -s -a $XP -C $n -S $size" "ucmatose -s $XP -C $n -S $size"
     done
-    entry goverbs-rxe "goverbs rocecm rdma -c -> rdma_server" "rdma_server/rdma_client (IB CM; 1 SEND each way)" 16 1 \
-        "every byte (goverbs)" "rdma_cm up" \
-        -- sh -c "(sleep 3; echo rdma_cm up) & exec rdma_server -s $X" \
-        -- $NS $G rocecm rdma -c -a $X
-    entry goverbs-rxe "rdma_client -> goverbs rocecm rdma -s" "rdma_server/rdma_client (IB CM; 1 SEND each way)" 16 1 \
-        "every byte (goverbs)" "listening" \
-        -- $NS $G rocecm rdma -s -a $XP \
-        -- rdma_client -s $XP
+    rxe_cm_both "rdma_server/rdma_client (IB CM; 1 SEND each way)" 16 1 "every byte (goverbs)" \
+        "goverbs rocecm rdma -c -> rdma_server" "rdma_client -> goverbs rocecm rdma -s" \
+        "rdma_server -s $X" "rocecm rdma -c -a $X" \
+        "rocecm rdma -s -a $XP" "rdma_client -s $XP"
 }
 
 # Across stacks (issue 15): goverbs' rdma-core backend (a cgo build,
@@ -364,25 +365,21 @@ phase_rdmacm() {
 # the peer one, each as client and as server: SEND, WRITE and READ both
 # ways, every byte checked by the side that ends each (goverbs xstack).
 phase_xstack() {
-    local R=/lab/goverbs-rdmacore size
+    local R=/lab/goverbs-rdmacore size stack kdev trans ip pip
     ulimit -l unlimited  # rxe and siw pin registered pages
     for size in 64 65536; do
-        entry rdmacore-rxe "goverbs roce -> goverbs verbs:rxe0" "xstack (SEND, WRITE, READ both ways)" $size 1 \
-            "every byte, both sides" "listening" \
-            -- $R xstack -s -a $X --transport verbs:rxe0 -S $size \
-            -- $NS $G xstack -c -a $X --transport roce -S $size
-        entry rdmacore-rxe "goverbs verbs:rxe0 -> goverbs roce" "xstack (SEND, WRITE, READ both ways)" $size 1 \
-            "every byte, both sides" "listening" \
-            -- $NS $G xstack -s -a $XP --transport roce -S $size \
-            -- $R xstack -c -a $XP --transport verbs:rxe0 -S $size
-        entry rdmacore-siw "goverbs iwarp -> goverbs verbs:siw0" "xstack (SEND, WRITE, READ both ways)" $size 1 \
-            "every byte, both sides" "listening" \
-            -- $R xstack -s -a $S --transport verbs:siw0 -S $size \
-            -- $NS $G xstack -c -a $S --transport iwarp -S $size
-        entry rdmacore-siw "goverbs verbs:siw0 -> goverbs iwarp" "xstack (SEND, WRITE, READ both ways)" $size 1 \
-            "every byte, both sides" "listening" \
-            -- $NS $G xstack -s -a $SP --transport iwarp -S $size \
-            -- $R xstack -c -a $SP --transport verbs:siw0 -S $size
+        # the kernel's device, the pure-Go transport that meets it, the IPs
+        for stack in "rxe0 roce $X $XP" "siw0 iwarp $S $SP"; do
+            read -r kdev trans ip pip <<< "$stack"
+            entry rdmacore-${kdev%0} "goverbs $trans -> goverbs verbs:$kdev" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+                "every byte, both sides" "listening" \
+                -- $R xstack -s -a $ip --transport verbs:$kdev -S $size \
+                -- $NS $G xstack -c -a $ip --transport $trans -S $size
+            entry rdmacore-${kdev%0} "goverbs verbs:$kdev -> goverbs $trans" "xstack (SEND, WRITE, READ both ways)" $size 1 \
+                "every byte, both sides" "listening" \
+                -- $NS $G xstack -s -a $pip --transport $trans -S $size \
+                -- $R xstack -c -a $pip --transport verbs:$kdev -S $size
+        done
     done
 }
 
