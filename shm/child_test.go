@@ -57,11 +57,17 @@ func childCheck(err error) {
 func childQP(d *verbs.Device) (*verbs.PD, *verbs.CQ, *verbs.QP) {
 	pd, err := d.AllocPD()
 	childCheck(err)
-	cq, err := d.CreateCQ(1024)
+	cq, qp := childNewQP(d, pd, 1024)
+	return pd, cq, qp
+}
+
+// childNewQP creates a QP of pd with its own CQ of cqe entries.
+func childNewQP(d *verbs.Device, pd *verbs.PD, cqe int) (*verbs.CQ, *verbs.QP) {
+	cq, err := d.CreateCQ(cqe)
 	childCheck(err)
 	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap})
 	childCheck(err)
-	return pd, cq, qp
+	return cq, qp
 }
 
 // childAccept accepts the next connection request on ln onto a new QP of
@@ -69,10 +75,7 @@ func childQP(d *verbs.Device) (*verbs.PD, *verbs.CQ, *verbs.QP) {
 func childAccept(d *verbs.Device, pd *verbs.PD, ln *verbs.Listener, cqe int, pdata []byte) {
 	req, err := ln.Accept(context.Background())
 	childCheck(err)
-	cq, err := d.CreateCQ(cqe)
-	childCheck(err)
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: testCap})
-	childCheck(err)
+	_, qp := childNewQP(d, pd, cqe)
 	_, err = req.Accept(context.Background(), qp, verbs.ConnParam{PrivateData: pdata})
 	childCheck(err)
 }
