@@ -81,7 +81,14 @@ type side struct {
 
 func (s *side) recvOff(i int) int { return 2*s.size + i*s.size }
 
+// newSide makes one side's endpoint and buffers for operations of size
+// bytes: DefaultSize for 0 or less, and at least advLen, as the
+// advertisement travels in the same buffers.
 func newSide(dev *verbs.Device, size int, server bool) (*side, error) {
+	if size <= 0 {
+		size = DefaultSize
+	}
+	size = max(size, advLen)
 	e, err := endpoint.New(dev, endpoint.Config{
 		Cap:       verbs.QPCap{MaxSendWR: 4, MaxRecvWR: nRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQEntries: 4 + nRecv,
@@ -217,10 +224,7 @@ var param = verbs.ConnParam{ResponderResources: 4, InitiatorDepth: 4, RetryCount
 
 // Client connects to the server at addr and runs the exchange.
 func Client(ctx context.Context, dev *verbs.Device, addr string, size int) (Result, error) {
-	if size <= 0 {
-		size = DefaultSize
-	}
-	s, err := newSide(dev, max(size, advLen), false)
+	s, err := newSide(dev, size, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -256,10 +260,7 @@ func Client(ctx context.Context, dev *verbs.Device, addr string, size int) (Resu
 // Serve answers req and runs the exchange; it returns once the client
 // disconnected.
 func Serve(ctx context.Context, dev *verbs.Device, req *verbs.ConnRequest, size int) (Result, error) {
-	if size <= 0 {
-		size = DefaultSize
-	}
-	s, err := newSide(dev, max(size, advLen), true)
+	s, err := newSide(dev, size, true)
 	if err != nil {
 		req.Reject(nil)
 		return Result{}, err
