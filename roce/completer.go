@@ -185,7 +185,8 @@ func (r *requester) outstanding() bool {
 // onNAK handles a NAK for psn (IBA 9.7.5.1.2). It acknowledges everything
 // before psn first.
 func (r *requester) onNAK(psn ib.PSN, code ib.NAKCode, now time.Time) {
-	r.c.ctr.inc(nakRcvdCounter(code))
+	_, rcvd := nakCounters(code)
+	r.c.ctr.inc(rcvd)
 	if psn != r.una && !r.onResponse(ib.OpAck, psn.Add(-1), nil, now) {
 		return // an earlier READ or atomic lost its answer: retried first
 	}

@@ -123,27 +123,16 @@ func (cs *counters) appendTo(out []provider.Counter, end counter) []provider.Cou
 	return out
 }
 
-// nakSentCounter and nakRcvdCounter map a NAK code to its counter.
-func nakSentCounter(c ib.NAKCode) counter {
+// nakCounters maps a NAK code to its counters of NAKs sent and received;
+// a code of no other kind counts as a remote operational error.
+func nakCounters(c ib.NAKCode) (sent, rcvd counter) {
 	switch c {
 	case ib.NAKPSNSeqErr:
-		return ctrSeqNAKsSent
+		return ctrSeqNAKsSent, ctrSeqNAKsRcvd
 	case ib.NAKInvalidRequest:
-		return ctrInvReqNAKsSent
+		return ctrInvReqNAKsSent, ctrInvReqNAKsRcvd
 	case ib.NAKRemoteAccess:
-		return ctrAccessNAKsSent
+		return ctrAccessNAKsSent, ctrAccessNAKsRcvd
 	}
-	return ctrOpNAKsSent
-}
-
-func nakRcvdCounter(c ib.NAKCode) counter {
-	switch c {
-	case ib.NAKPSNSeqErr:
-		return ctrSeqNAKsRcvd
-	case ib.NAKInvalidRequest:
-		return ctrInvReqNAKsRcvd
-	case ib.NAKRemoteAccess:
-		return ctrAccessNAKsRcvd
-	}
-	return ctrOpNAKsRcvd
+	return ctrOpNAKsSent, ctrOpNAKsRcvd
 }

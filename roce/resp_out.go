@@ -123,7 +123,8 @@ func (s *responder) queueACK(psn ib.PSN) bool {
 // queueNAK queues a NAK for psn.
 func (s *responder) queueNAK(code ib.NAKCode, psn ib.PSN) {
 	s.out.push(respItem{kind: respAck, psn: psn, syn: ib.NAKSyndrome(code)})
-	s.c.ctr.inc(nakSentCounter(code))
+	sent, _ := nakCounters(code)
+	s.c.ctr.inc(sent)
 	s.c.e.activate(s.c)
 }
 
