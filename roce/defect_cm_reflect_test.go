@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/verbs"
@@ -30,10 +31,7 @@ func cmtDevice(t *testing.T, o Options, n int) (*Provider, *verbs.Device, *verbs
 		o.Addr = "127.0.0.1:0"
 	}
 	p := New(o)
-	d, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testkit.Must(verbs.Open(p))(t)
 	t.Cleanup(func() { d.Close() })
 	qp, mr := cmtQP(t, d, n)
 	return p, d, qp, mr
@@ -41,25 +39,13 @@ func cmtDevice(t *testing.T, o Options, n int) (*Provider, *verbs.Device, *verbs
 
 func cmtQP(t testing.TB, d *verbs.Device, n int) (*verbs.QP, *verbs.MR) {
 	t.Helper()
-	pd, err := d.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := d.CreateCQ(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pd := testkit.Must(d.AllocPD())(t)
+	cq := testkit.Must(d.CreateCQ(64))(t)
+	qp := testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
 	var mr *verbs.MR
 	if n > 0 {
-		mr, err = pd.RegisterMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteRead)
-		if err != nil {
-			t.Fatal(err)
-		}
+		mr = testkit.Must(pd.RegisterMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteRead))(t)
 	}
 	return qp, mr
 }

@@ -25,10 +25,7 @@ func openDevice(t testing.TB, o roce.Options) *verbs.Device {
 		o.Addr = "127.0.0.1:0"
 	}
 	p := roce.New(o)
-	d, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testkit.Must(verbs.Open(p))(t)
 	providers.Store(d, p)
 	return d
 }
@@ -41,11 +38,7 @@ func deviceCounters(t testing.TB, d *verbs.Device) []verbs.Counter {
 	if !ok {
 		t.Fatal("device not opened by openDevice")
 	}
-	cs, err := p.(*roce.Provider).Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return testkit.Must(p.(*roce.Provider).Counters())(t)
 }
 
 // waitBriefly waits up to a millisecond for a completion.
@@ -58,29 +51,15 @@ func waitBriefly(cq *verbs.CQ) {
 // newQP makes a PD, a 1024-entry CQ and an RC QP with caps cp on d.
 func newQP(t testing.TB, d *verbs.Device, cp verbs.QPCap) (*verbs.PD, *verbs.CQ, *verbs.QP) {
 	t.Helper()
-	pd, err := d.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := d.CreateCQ(1024)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: cp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pd, cq, qp
+	pd := testkit.Must(d.AllocPD())(t)
+	cq := testkit.Must(d.CreateCQ(1024))(t)
+	return pd, cq, testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: cp}))(t)
 }
 
 // mustMR registers n fresh bytes on pd.
 func mustMR(t testing.TB, pd *verbs.PD, n int, access verbs.Access) *verbs.MR {
 	t.Helper()
-	m, err := pd.RegisterMR(make([]byte, n), access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testkit.Must(pd.RegisterMR(make([]byte, n), access))(t)
 }
 
 // counterMap indexes counters by name.

@@ -3,6 +3,7 @@ package roce_test
 import (
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -29,15 +30,9 @@ func TestTimersFlatInIdleQPs(t *testing.T) {
 // message.
 func timerVisitsPerMessage(t *testing.T, idle int) float64 {
 	pa, pb := roce.New(roce.Options{Addr: "127.0.0.1:0"}), roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	a, err := verbs.Open(pa)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testkit.Must(verbs.Open(pa))(t)
 	defer a.Close()
-	b, err := verbs.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.Must(verbs.Open(pb))(t)
 	defer b.Close()
 	addrA, _ := pa.Addr()
 	addrB, _ := pb.Addr()
@@ -45,14 +40,8 @@ func timerVisitsPerMessage(t *testing.T, idle int) float64 {
 	pdb, cqb, qb := newQP(t, b, verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16})
 	small := verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 	for range idle {
-		ia, err := pda.CreateQP(verbs.QPInitAttr{SendCQ: cqa, RecvCQ: cqa, Cap: small})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ib, err := pdb.CreateQP(verbs.QPInitAttr{SendCQ: cqb, RecvCQ: cqb, Cap: small})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ia := testkit.Must(pda.CreateQP(verbs.QPInitAttr{SendCQ: cqa, RecvCQ: cqa, Cap: small}))(t)
+		ib := testkit.Must(pdb.CreateQP(verbs.QPInitAttr{SendCQ: cqb, RecvCQ: cqb, Cap: small}))(t)
 		bringUp(t, ia, addrB.String(), ib.QPN())
 		bringUp(t, ib, addrA.String(), ia.QPN())
 	}
