@@ -67,8 +67,12 @@ type side struct {
 
 // newSide is init_node: a QP with Count send and receive WRs (plus one
 // receive, see waitDisconnect), its buffers, INIT, and the receives
-// posted (post_recvs, before rdma_connect or rdma_accept).
+// posted (post_recvs, before rdma_connect or rdma_accept). cfg's zeros
+// take the defaults; a count or size below 1 is an ErrConfig.
 func newSide(dev *verbs.Device, cfg Config, extraRecv int) (*side, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
 	n := uint32(cfg.Count)
 	e, err := endpoint.New(dev, endpoint.Config{
 		Cap:       verbs.QPCap{MaxSendWR: n, MaxRecvWR: n + uint32(extraRecv), MaxSendSGE: 1, MaxRecvSGE: 1},
@@ -164,10 +168,6 @@ func acceptParam(p verbs.ConnParam) verbs.ConnParam {
 // Count messages, collect their completions, then the Count receives,
 // and disconnect.
 func Serve(ctx context.Context, dev *verbs.Device, req *verbs.ConnRequest, cfg Config) (Result, error) {
-	if err := cfg.normalize(); err != nil {
-		req.Reject(nil)
-		return Result{}, err
-	}
 	s, err := newSide(dev, cfg, 0)
 	if err != nil {
 		req.Reject(nil)
@@ -197,9 +197,6 @@ func Serve(ctx context.Context, dev *verbs.Device, req *verbs.ConnRequest, cfg C
 // disconnect flushes it, which is how the client sees the DISCONNECTED
 // event ucmatose waits for.
 func Client(ctx context.Context, dev *verbs.Device, addr string, cfg Config) (Result, error) {
-	if err := cfg.normalize(); err != nil {
-		return Result{}, err
-	}
 	s, err := newSide(dev, cfg, 1)
 	if err != nil {
 		return Result{}, err
