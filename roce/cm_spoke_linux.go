@@ -14,16 +14,7 @@ import (
 // a silent connection to evict.
 func spoke(nc net.Conn) bool {
 	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	n := 0
-	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
-	return n > 0
+	return ok && backlogged(sc)
 }
 
 // bindNoPort is the side channel dialer's Control: it binds the device's IP

@@ -123,10 +123,11 @@ func (b *batchConn) Offload() bool             { return b.offload }
 func (b *batchConn) Close() error              { return b.uc.Close() }
 func (b *batchConn) Backlogged() bool          { return backlogged(b.uc) }
 
-// backlogged reports whether a datagram waits in uc's receive queue
-// (SIOCINQ: for UDP, the length of the first one; zero when it is empty).
-func backlogged(uc *net.UDPConn) bool {
-	rc, err := uc.SyscallConn()
+// backlogged reports whether bytes wait in the receive queue of c's
+// socket (SIOCINQ: for UDP, the length of the first datagram; for TCP, the
+// bytes not read yet; zero when it is empty).
+func backlogged(c syscall.Conn) bool {
+	rc, err := c.SyscallConn()
 	if err != nil {
 		return false
 	}

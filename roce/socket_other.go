@@ -4,6 +4,7 @@ package roce
 
 import (
 	"net"
+	"syscall"
 )
 
 // tuneSocket sizes the buffers. Other systems keep their own IPv4
@@ -19,4 +20,4 @@ func tuneSocket(uc *net.UDPConn, c *config) (int, error) {
 func newBatchConn(uc *net.UDPConn, c *config) (PacketConn, bool) { return nil, false }
 
 // backlogged cannot tell here: a draining QP waits drainLimit, no longer.
-func backlogged(uc *net.UDPConn) bool { return false }
+func backlogged(c syscall.Conn) bool { return false }
