@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -19,12 +20,9 @@ import (
 func TestDefectCMListenInUseIsBusy(t *testing.T) {
 	d := openDevice(t, roce.Options{})
 	defer d.Close()
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Must(d.Listen("127.0.0.1:0"))(t)
 	defer ln.Close()
-	_, err = d.Listen(ln.Addr())
+	_, err := d.Listen(ln.Addr())
 	if !errors.Is(err, verbs.ErrBusy) {
 		t.Fatalf("Listen on %s, in use = %v; want ErrBusy", ln.Addr(), err)
 	}
@@ -38,10 +36,7 @@ func TestDefectCMDialTimeoutIsDeadlineExceeded(t *testing.T) {
 	d := openDevice(t, roce.Options{})
 	defer d.Close()
 	_, _, qp := newQP(t, d, verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
-	tl, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl := testkit.Must(net.Listen("tcp4", "127.0.0.1:0"))(t)
 	defer tl.Close()
 	go func() { // accepts and says nothing
 		for {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/roce"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -13,16 +14,10 @@ import (
 // that says what to do.
 func TestSecondDeviceOnPortSaysWhatToDo(t *testing.T) {
 	p := roce.New(roce.Options{Addr: "127.0.0.1:0"})
-	first, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testkit.Must(verbs.Open(p))(t)
 	defer first.Close()
-	addr, err := p.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = verbs.Open(roce.New(roce.Options{Addr: addr.String()}))
+	addr := testkit.Must(p.Addr())(t)
+	_, err := verbs.Open(roce.New(roce.Options{Addr: addr.String()}))
 	if !errors.Is(err, verbs.ErrBusy) || !strings.Contains(err.Error(), "port 0") ||
 		!strings.Contains(err.Error(), `roce.Options{Addr: "127.0.0.1:0"}`) {
 		t.Fatalf("second device on %s: %v; want ErrBusy saying how to pick another port", addr, err)
@@ -32,10 +27,7 @@ func TestSecondDeviceOnPortSaysWhatToDo(t *testing.T) {
 // Options later in New's list override earlier ones.
 func TestOptionsOverride(t *testing.T) {
 	p := roce.New(roce.Options{Addr: "127.0.0.2:1"}, roce.Options{Addr: "127.0.0.1:0"})
-	dev, err := verbs.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := testkit.Must(verbs.Open(p))(t)
 	defer dev.Close()
 	if a, _ := p.Addr(); a.Addr().String() != "127.0.0.1" {
 		t.Errorf("device bound %v, want the last option's 127.0.0.1", a)
