@@ -42,18 +42,22 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	accepted := make(chan error, 1)
 	go func() {
 		req, err := ln.Accept(ctx)
 		if err == nil {
 			_, err = req.Accept(ctx, sqp, verbs.ConnParam{PrivateData: desc})
 		}
-		if err != nil {
-			log.Fatal(err)
-		}
+		accepted <- err
 	}()
 
 	info, err := client.Dial(ctx, ln.Addr(), cqp, verbs.ConnParam{})
 	if err != nil {
+		log.Fatal(err)
+	}
+	// The server's Accept returns once the dialer's RTU arrives, which
+	// may be after Dial returned; the devices close only after that.
+	if err := <-accepted; err != nil {
 		log.Fatal(err)
 	}
 	var remote verbs.RemoteBuf
