@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,16 +19,10 @@ import (
 // dial with "bind: address already in use" (goverbs bench --test setup,
 // 16 dialers, back to back).
 func TestSideChannelDialerBindsWithoutPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Must(net.Listen("tcp", "127.0.0.1:0"))(t)
 	defer ln.Close()
 	nd := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")), Control: bindNoPort}
-	c, err := nd.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testkit.Must(nd.Dial("tcp", ln.Addr().String()))(t)
 	defer c.Close()
 	rc, err := c.(syscall.Conn).SyscallConn()
 	if err != nil {

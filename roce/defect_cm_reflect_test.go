@@ -59,10 +59,7 @@ type udpCounter struct {
 
 func newUDPCounter(t *testing.T) *udpCounter {
 	t.Helper()
-	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := testkit.Must(net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}))(t)
 	u := &udpCounter{pc: pc, done: make(chan struct{})}
 	go func() {
 		defer close(u.done)
@@ -96,10 +93,7 @@ func readRequest(qpn, psn uint32, rkey uint32, va uint64, n uint32) []byte {
 // returns the side channel and the victim's answer.
 func hostileREQ(t *testing.T, lnAddr string, addr netip.AddrPort) (net.Conn, cmMsg) {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp4", lnAddr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := testkit.Must(net.DialTimeout("tcp4", lnAddr, 5*time.Second))(t)
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(5 * time.Second))
 	req := cmMsg{Type: cmREQ, QPN: 0x4242, PSN: 0, MTU: 4096, IRD: 16, ORD: 16, Retry: 7, RNRRetry: 7,
@@ -122,10 +116,7 @@ func TestDefectCMReflectThirdParty(t *testing.T) {
 	third := newUDPCounter(t)
 	p, d, qp, mr := cmtDevice(t, Options{ICRC: ICRCIgnore, AnyPeerPort: true}, 64<<10)
 	victim, _ := p.Addr()
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Must(d.Listen("127.0.0.1:0"))(t)
 	defer ln.Close()
 	desc, _ := mr.Remote().MarshalBinary()
 	accepted := make(chan error, 1)
@@ -150,10 +141,7 @@ func TestDefectCMReflectThirdParty(t *testing.T) {
 	// The attacker cannot probe from the third party's address: it
 	// confirms at once and sends READs from a socket of its own.
 	nc.Write(appendCM(nil, &cmMsg{Type: cmRTU}))
-	atk, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	atk := testkit.Must(net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}))(t)
 	defer atk.Close()
 	const reads, size = 200, 64 << 10
 	for i := range uint32(reads) {
@@ -178,10 +166,7 @@ func TestDefectCMReflectThirdParty(t *testing.T) {
 // Accept.
 func TestDefectCMReflectOtherIP(t *testing.T) {
 	_, d, _, _ := cmtDevice(t, Options{}, 0)
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Must(d.Listen("127.0.0.1:0"))(t)
 	defer ln.Close()
 	_, m := hostileREQ(t, ln.Addr(), netip.MustParseAddrPort("127.0.0.2:4791"))
 	if m.Type != cmREJ || !strings.Contains(m.Reason, "source IP") {
@@ -226,10 +211,7 @@ func TestDefectCMReflectSpoofedSource(t *testing.T) {
 	p, d, qp, mr := cmtDevice(t, Options{ICRC: ICRCIgnore, WrapConn: wrap}, 64<<10)
 	victim, _ := p.Addr()
 	_, client, cqp, _ := cmtDevice(t, Options{}, 0)
-	ln, err := d.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Must(d.Listen("127.0.0.1:0"))(t)
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -242,10 +224,7 @@ func TestDefectCMReflectSpoofedSource(t *testing.T) {
 		}
 		accepted <- err
 	}()
-	info, err := client.Dial(ctx, ln.Addr(), cqp, verbs.ConnParam{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testkit.Must(client.Dial(ctx, ln.Addr(), cqp, verbs.ConnParam{}))(t)
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}
@@ -282,10 +261,7 @@ func TestDefectCMReflectSpoofedSource(t *testing.T) {
 // the dialer reached is refused by the dialer, with the reason.
 func TestDefectCMDialerRefusesOtherIP(t *testing.T) {
 	_, d, qp, _ := cmtDevice(t, Options{}, 0)
-	tl, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl := testkit.Must(net.Listen("tcp4", "127.0.0.1:0"))(t)
 	defer tl.Close()
 	go func() {
 		nc, err := tl.Accept()
@@ -302,7 +278,7 @@ func TestDefectCMDialerRefusesOtherIP(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = d.Dial(ctx, tl.Addr().String(), qp, verbs.ConnParam{})
+	_, err := d.Dial(ctx, tl.Addr().String(), qp, verbs.ConnParam{})
 	if !errors.Is(err, provider.ErrRejected) || !strings.Contains(err.Error(), "source IP") {
 		t.Fatalf("Dial = %v; want ErrRejected naming the mismatch", err)
 	}

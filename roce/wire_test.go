@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/pcapgen"
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -91,10 +92,7 @@ func scriptedSession(t *testing.T) []simPkt {
 // bindWindow binds a type 2 window over dst through B's QP and returns its
 // rkey.
 func bindWindow(t *testing.T, s *sim, dst provider.MR) uint32 {
-	mw, err := s.b.pd.AllocMW(provider.MWType2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mw := testkit.Must(s.b.pd.AllocMW(provider.MWType2))(t)
 	s.b.post(t, provider.SendWR{ID: 99, Opcode: provider.OpBindMW, Flags: provider.SendSignaled,
 		Bind: provider.MWBind{MWRKey: mw.RKey(), MRLKey: dst.LKey(), Addr: dst.Addr(), Length: 64, Access: provider.AccessRemoteWrite}})
 	s.settle()
@@ -136,15 +134,9 @@ func TestScriptedSessionOpcodes(t *testing.T) {
 // if set, may change a packet first.
 func writeCapture(t *testing.T, pkts []simPkt, damage func(i int, b []byte)) string {
 	path := filepath.Join(t.TempDir(), "roce.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testkit.Must(os.Create(path))(t)
 	defer f.Close()
-	w, err := pcapgen.NewWriter(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testkit.Must(pcapgen.NewWriter(f))(t)
 	for i, p := range pkts {
 		b := append([]byte(nil), p.data...)
 		if damage != nil {
