@@ -4,7 +4,6 @@ package fabric_test
 
 import (
 	"errors"
-	"flag"
 	"net"
 	"os"
 	"strings"
@@ -146,31 +145,12 @@ func gapKey(spec string) string {
 }
 
 // runSuite runs the conformance suite over spec with B listening on host,
-// skipping the provider's gaps by name, and checks afterwards that every
-// gap named an item the suite has (a renamed item would otherwise stop
-// being skipped or tested).
+// skipping the provider's gaps by name (conformance.RunGaps, which checks
+// that every gap names an item the suite has).
 func runSuite(t *testing.T, spec, host string) {
-	gaps := providerGaps[gapKey(spec)]
 	openProvider(t, spec)
-	seen := map[string]bool{}
-	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		// The item is the suite's test name, the second element: a repeated
-		// item runs its tries as subtests of it (DeliveredThenClosed/3).
-		item := strings.Split(t.Name(), "/")[1]
-		seen[item] = true
-		if why, ok := gaps[item]; ok {
-			t.Skipf("provider gap, not a failure of ours: %s", why)
-		}
-		return newEnv(t, spec, host)
-	})
-	if f := flag.Lookup("test.run"); f != nil && strings.Contains(f.Value.String(), "/") {
-		return // -run chose items: the others were not meant to run
-	}
-	for item := range gaps {
-		if !seen[item] {
-			t.Errorf("the skip list of %s names %q, which the suite does not run", spec, item)
-		}
-	}
+	gaps := conformance.Gaps{Name: spec, Whose: "provider", Why: providerGaps[gapKey(spec)]}
+	conformance.RunGaps(t, gaps, func(t *testing.T) *conformance.Env { return newEnv(t, spec, host) })
 }
 
 // newEnv opens two devices of spec: A driven by the suite, B served as a

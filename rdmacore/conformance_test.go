@@ -4,9 +4,7 @@ package rdmacore_test
 
 import (
 	"errors"
-	"flag"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -129,56 +127,13 @@ var deviceGaps = map[string]map[string]string{
 	},
 }
 
-// itemName is the suite's item a (sub)test runs: repeated items run as
-// ITEM/0, ITEM/1, ...
-func itemName(name string) string {
-	parts := strings.Split(name, "/")
-	last := parts[len(parts)-1]
-	if _, err := strconv.Atoi(last); err == nil && len(parts) > 1 {
-		return parts[len(parts)-2]
-	}
-	return last
-}
-
-// itemsChosen reports whether -run names suite items, below the device
-// (TestConformance/rxe0/Read), not only devices (TestConformance/rxe0$,
-// TestConformance/rxe0/, as scripts/interop/rdmacore.sh runs them).
-func itemsChosen() bool {
-	f := flag.Lookup("test.run")
-	if f == nil {
-		return false
-	}
-	for _, alt := range strings.Split(f.Value.String(), "|") {
-		if parts := strings.SplitN(alt, "/", 3); len(parts) == 3 && parts[2] != "" {
-			return true
-		}
-	}
-	return false
-}
-
+// runSuite runs the conformance suite over d, skipping the gaps of its
+// transport by name but those runGapsEnv names (conformance.RunGaps, which
+// checks that every gap names an item the suite has).
 func runSuite(t *testing.T, d rdmacore.DeviceInfo) {
-	gaps := deviceGaps[d.Caps.Transport]
-	force := map[string]bool{}
-	for _, item := range strings.Split(os.Getenv(runGapsEnv), ",") {
-		force[item] = true
-	}
-	seen := map[string]bool{}
-	conformance.Run(t, func(t *testing.T) *conformance.Env {
-		item := itemName(t.Name())
-		seen[item] = true
-		if why, ok := gaps[item]; ok && !force[item] {
-			t.Skipf("device gap, not a failure of ours: %s", why)
-		}
-		return newEnv(t, d)
-	})
-	if itemsChosen() {
-		return // -run chose items: the others were not meant to run
-	}
-	for item := range gaps {
-		if !seen[item] && !testing.Short() {
-			t.Errorf("the skip list of %s names %q, which the suite does not run", d.Caps.Transport, item)
-		}
-	}
+	gaps := conformance.Gaps{Name: d.Caps.Transport, Whose: "device", Why: deviceGaps[d.Caps.Transport],
+		Force: strings.Split(os.Getenv(runGapsEnv), ",")}
+	conformance.RunGaps(t, gaps, func(t *testing.T) *conformance.Env { return newEnv(t, d) })
 }
 
 // newEnv opens the device twice: A driven by the suite, B a LocalPeer

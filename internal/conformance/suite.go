@@ -66,6 +66,11 @@ func (tc test) tries() int {
 
 // Run runs the whole suite, each test on a fresh Env.
 func Run(t *testing.T, newEnv NewEnv) {
+	run(t, func(t *testing.T, _ string) *Env { return newEnv(t) })
+}
+
+// run is Run with newEnv told the item it builds the Env for.
+func run(t *testing.T, newEnv func(t *testing.T, item string) *Env) {
 	groups := [][]test{
 		objectTests, registrationTests, stateTests, postTests,
 		sendTests, oneSidedTests, atomicTests, flushTests,
@@ -77,11 +82,11 @@ func Run(t *testing.T, newEnv NewEnv) {
 			t.Run(tc.name, func(t *testing.T) {
 				n := tc.tries()
 				if n == 0 {
-					tc.f(t, newEnv(t))
+					tc.f(t, newEnv(t, tc.name))
 					return
 				}
 				for i := range n {
-					t.Run(strconv.Itoa(i), func(t *testing.T) { tc.f(t, newEnv(t)) })
+					t.Run(strconv.Itoa(i), func(t *testing.T) { tc.f(t, newEnv(t, tc.name)) })
 				}
 			})
 		}
