@@ -4,7 +4,6 @@ package rdmacore_test
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -18,8 +17,7 @@ import (
 // ErrNotSupported, the PD intact. (A device with dma-buf support, mlx5 for
 // one, would reject this file instead: it is not a dma-buf.)
 func TestRegisterDmabufOnSoftwareDevices(t *testing.T) {
-	f := testkit.Must(os.CreateTemp(t.TempDir(), "not-a-dmabuf"))(t)
-	defer f.Close()
+	buf := testkit.NotDmabuf(t)
 	for _, d := range devices(t) {
 		t.Run(d.Name, func(t *testing.T) {
 			p, err := rdmacore.New(d.Name)
@@ -27,7 +25,7 @@ func TestRegisterDmabufOnSoftwareDevices(t *testing.T) {
 				t.Fatal(err)
 			}
 			pd := testkit.Must(testkit.Open(t, p).AllocPD())(t)
-			mr, err := pd.RegisterDmabuf(verbs.Dmabuf{FD: int(f.Fd()), Length: 4096, IOVA: 1 << 20}, verbs.AccessLocalWrite)
+			mr, err := pd.RegisterDmabuf(buf, verbs.AccessLocalWrite)
 			if d.Caps.DataPath == verbs.DataPathSoftware && !errors.Is(err, verbs.ErrNotSupported) {
 				t.Fatalf("RegisterDmabuf on %s = %v, %v; want ErrNotSupported", d.Name, mr, err)
 			}

@@ -2,7 +2,6 @@ package verbs_test
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testkit"
@@ -16,13 +15,11 @@ import (
 // memory: RegisterDmabuf refuses, never copies behind the user's back, and
 // leaves the PD as it was.
 func TestRegisterDmabufRefusedBySoftwareTransports(t *testing.T) {
-	f := testkit.Must(os.CreateTemp(t.TempDir(), "not-a-dmabuf"))(t)
-	defer f.Close()
+	d := testkit.NotDmabuf(t)
 	providers := map[string]verbs.Provider{"loopback": loopback.New(), "iwarp": iwarp.New(), "roce": roce.New()}
 	for name, p := range providers {
 		t.Run(name, func(t *testing.T) {
 			pd := testkit.Must(testkit.Open(t, p).AllocPD())(t)
-			d := verbs.Dmabuf{FD: int(f.Fd()), Length: 4096, IOVA: 1 << 20}
 			mr, err := pd.RegisterDmabuf(d, verbs.AccessLocalWrite|verbs.AccessRemoteRead)
 			if !errors.Is(err, verbs.ErrNotSupported) || mr != nil {
 				t.Fatalf("RegisterDmabuf = %v, %v; want ErrNotSupported", mr, err)
