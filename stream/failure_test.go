@@ -3,11 +3,14 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/stream"
@@ -37,16 +40,8 @@ func TestDialClosedDevice(t *testing.T) {
 // is refused, and Accept serves the next one once a QP is free; it used to
 // panic.
 func TestAcceptOutOfQPs(t *testing.T) {
-	srv, err := verbs.Open(shm.New(shm.Options{Caps: provider.Caps{MaxQP: 1}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := verbs.Open(shm.New(shm.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv := testkit.Open(t, shm.New(shm.Options{Caps: provider.Caps{MaxQP: 1}}))
+	cli := testkit.Open(t, shm.New(shm.Options{}))
 	l, err := stream.Listen(srv, "")
 	if err != nil {
 		t.Fatal(err)
@@ -217,4 +212,28 @@ func TestClosedStreamErrors(t *testing.T) {
 			t.Errorf("Close of a listener whose device closed: %v, want nil or net.ErrClosed", err)
 		}
 	})
+}
+
+// TestResetIsNotEOF: a connection cut without the peer's disconnect
+// message (siw resets the TCP connection when an rsocket closes with
+// unread bytes, and drops what it had not sent) reads as an error after
+// the data that arrived, never as a clean io.EOF that would pass a
+// truncated stream for a whole one.
+func TestResetIsNotEOF(t *testing.T) {
+	tr := transports[0]
+	c1, c2, stop := pipe(t, openDevice(t, tr), tr)
+	defer stop()
+	if _, err := c2.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(c1, buf); err != nil {
+		t.Fatal(err)
+	}
+	stream.Cut(c2) // no disconnect message: the connection is cut
+	c1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c1.Read(buf)
+	if err == io.EOF || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read after a reset: %v, want ECONNRESET", err)
+	}
 }
