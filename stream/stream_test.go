@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/loopback"
 	"github.com/goverbs/goverbs/provider"
@@ -46,12 +47,7 @@ func forEach(t *testing.T, f func(t *testing.T, tr transport)) {
 // openDevice opens the transport's device, closed at the end of the test.
 func openDevice(t testing.TB, tr transport) *verbs.Device {
 	t.Helper()
-	dev, err := verbs.Open(tr.open())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	return dev
+	return testkit.Open(t, tr.open())
 }
 
 // pipe connects two streams over one device of the transport; stop closes
