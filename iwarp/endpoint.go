@@ -219,7 +219,7 @@ func (e *endpoint) start() {
 		e.stallLimit.Store(int64(ut))
 		e.stallEvery.Store(int64(max(per, minStallEvery)))
 	}
-	e.link.track(e, true)
+	e.link.eps.Add(e) // false only once the link closed, after its QPs
 	go e.rxLoop()
 	go e.txLoop()
 	e.life.Unlock()
@@ -267,7 +267,7 @@ func (e *endpoint) Detach() {
 	}
 	e.probeTimer.Stop()
 	e.stallTimer.Stop()
-	e.link.track(e, false)
+	e.link.eps.Remove(e)
 }
 
 // stop begins the end of the connection, once: the receive goroutine is

@@ -69,9 +69,9 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 			Stopped: func(err error) error {
 				return fmt.Errorf("%w: iwarp listener %s stopped: %w", provider.ErrClosed, ln.Addr(), err)
 			},
-			Release: func() { l.trackListener(lis, false) },
+			Release: func() { l.listeners.Remove(lis) },
 		})
-	if !l.trackListener(lis, true) {
+	if !l.listeners.Add(lis) {
 		ln.Close()
 		return nil, provider.ErrClosed
 	}

@@ -2,11 +2,9 @@ package iwarp
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
 	"sync/atomic"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -29,7 +27,7 @@ var devices atomic.Int64
 
 func open(cfg config) (provider.Device, error) {
 	name := fmt.Sprintf("iwarp%d", devices.Add(1)-1)
-	l := &link{cfg: cfg, listeners: make(map[*listener]struct{}), eps: make(map[*endpoint]struct{})}
+	l := &link{cfg: cfg}
 	l.dev = soft.NewDevice(l, soft.Config{Name: name})
 	return l.dev, nil
 }
@@ -39,10 +37,8 @@ type link struct {
 	cfg config
 	dev *soft.Device
 
-	mu        sync.Mutex // guards the fields below
-	closed    bool
-	listeners map[*listener]struct{}
-	eps       map[*endpoint]struct{}
+	listeners cmkit.CloseSet[*listener]
+	eps       cmkit.CloseSet[*endpoint] // the started endpoints
 }
 
 // YieldIdlePolls implements soft.PollYielder: an application spinning on
@@ -86,11 +82,8 @@ func (l *link) Connect(*soft.QP, *provider.QPAttr) (soft.Endpoint, error) {
 // Close closes the device's listeners and whatever connection is left
 // (the device closed its QPs, and so their connections, already).
 func (l *link) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	ls := slices.Collect(maps.Keys(l.listeners))
-	eps := slices.Collect(maps.Keys(l.eps))
-	l.mu.Unlock()
+	ls, _ := l.listeners.Close()
+	eps, _ := l.eps.Close()
 	for _, lis := range ls {
 		lis.Close()
 	}
@@ -98,33 +91,6 @@ func (l *link) Close() error {
 		e.Detach()
 	}
 	return nil
-}
-
-// trackListener adds or removes a listener; adding fails once the link is
-// closed.
-func (l *link) trackListener(lis *listener, add bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !add {
-		delete(l.listeners, lis)
-		return true
-	}
-	if l.closed {
-		return false
-	}
-	l.listeners[lis] = struct{}{}
-	return true
-}
-
-// track adds or removes a started endpoint.
-func (l *link) track(e *endpoint, add bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if add {
-		l.eps[e] = struct{}{}
-	} else {
-		delete(l.eps, e)
-	}
 }
 
 // refused reports a connection the listening side turned away.
