@@ -51,16 +51,7 @@ func (c *cmConn) send(m *cmMsg) error {
 }
 
 // register makes Close of the link close c.
-func (c *cmConn) register() bool {
-	l := c.l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.conns[c] = struct{}{}
-	return true
-}
+func (c *cmConn) register() bool { return c.l.conns.Add(c) }
 
 // monitor watches an established connection: a DREQ or the end of the
 // channel (the peer closed it, or its process died) moves the QP to ERR
@@ -94,13 +85,7 @@ func (c *cmConn) monitor(qp *soft.QP) {
 	}()
 }
 
-func (c *cmConn) unregister() {
-	c.l.mu.Lock()
-	if c.l.conns != nil {
-		delete(c.l.conns, c)
-	}
-	c.l.mu.Unlock()
-}
+func (c *cmConn) unregister() { c.l.conns.Remove(c) }
 
 // disconnect sends a DREQ and closes the channel. It does not wait for the
 // peer: a dead peer must not delay the local QP's move to ERR. When known,

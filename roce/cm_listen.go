@@ -77,11 +77,7 @@ func (l *link) serveListener(ln net.Listener) (*listener, error) {
 			Stopped: func(err error) error {
 				return &OpError{Op: "accept", Addr: ln.Addr().String(), Err: fmt.Errorf("%w: the listener stopped: %w", provider.ErrClosed, err)}
 			},
-			Release: func() {
-				l.mu.Lock()
-				delete(l.listeners, lst)
-				l.mu.Unlock()
-			},
+			Release: func() { l.listeners.Remove(lst) },
 			Accept: func() (net.Conn, error) {
 				nc, err := ln.Accept()
 				if err != nil && testHookAcceptRetry != nil && cmkit.Temporary(err) {
@@ -90,14 +86,10 @@ func (l *link) serveListener(ln net.Listener) (*listener, error) {
 				return nc, err
 			},
 		})
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	if !l.listeners.Add(lst) {
 		ln.Close()
 		return nil, provider.ErrClosed
 	}
-	l.listeners[lst] = struct{}{}
-	l.mu.Unlock()
 	lst.Start()
 	return lst, nil
 }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/internal/ibcm"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -19,10 +19,8 @@ type link struct {
 	dev *soft.Device
 	gsi *gsi // the IB CM's agent (Options.CM = CMIB); nil otherwise
 
-	mu        sync.Mutex
-	listeners map[*listener]struct{}
-	conns     map[*cmConn]struct{}
-	closed    bool
+	listeners cmkit.CloseSet[*listener]
+	conns     cmkit.CloseSet[*cmConn]
 }
 
 var _ soft.Link = (*link)(nil)
@@ -97,19 +95,15 @@ func (l *link) peerAddr(av provider.AddressVector) (netip.AddrPort, error) {
 // Close ends the connection manager's listeners and connections and
 // stops the engine. The soft device has destroyed every QP before.
 func (l *link) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	lns, first := l.listeners.Close()
+	if !first {
 		return nil
 	}
-	l.closed = true
-	lns, conns := l.listeners, l.conns
-	l.listeners, l.conns = nil, nil
-	l.mu.Unlock()
-	for ln := range lns {
+	conns, _ := l.conns.Close()
+	for _, ln := range lns {
 		ln.Close()
 	}
-	for c := range conns {
+	for _, c := range conns {
 		c.close()
 	}
 	if l.gsi != nil {

@@ -63,7 +63,7 @@ func (p *Provider) Open() (provider.Device, error) {
 	if cfg.Name == "" {
 		cfg.Name = "roce" + strconv.FormatInt(deviceSeq.Add(1)-1, 10)
 	}
-	l := &link{cfg: cfg, listeners: make(map[*listener]struct{}), conns: make(map[*cmConn]struct{})}
+	l := &link{cfg: cfg}
 	l.eng = newEngine(&l.cfg, conn)
 	l.dev = soft.NewDevice(l, soft.Config{Name: cfg.Name})
 	if cfg.CM == CMIB {

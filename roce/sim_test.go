@@ -120,7 +120,7 @@ func newSimSide(t testing.TB, addr string, o simOptions) *simSide {
 	}
 	cfg.sizeWindow(0)
 	conn := &simConn{local: cfg.addr}
-	l := &link{cfg: cfg, listeners: map[*listener]struct{}{}, conns: map[*cmConn]struct{}{}}
+	l := &link{cfg: cfg}
 	l.eng = newEngine(&l.cfg, conn)
 	dev := soft.NewDevice(l, soft.Config{Name: "sim-" + addr})
 	t.Cleanup(func() { l.eng.timer.Stop() })
