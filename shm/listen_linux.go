@@ -48,7 +48,7 @@ func (l *link) Listen(d *soft.Device, addr string) (provider.Listener, error) {
 		os.Chmod(addr, 0o600)
 	}
 	ln := &listener{l: l, dev: d, ul: ul, path: addr, q: cmkit.NewQueue(Backlog, (*connReq).Pending)}
-	if !l.addListener(ln) {
+	if !l.listeners.Add(ln) {
 		ul.Close()
 		return nil, provider.ErrClosed
 	}
@@ -172,7 +172,7 @@ func (ln *listener) Close() error {
 	first := ln.q.Close((*connReq).refuseQueued)
 	if first {
 		ln.ul.Close()
-		ln.l.removeListener(ln)
+		ln.l.listeners.Remove(ln)
 		ln.wg.Wait()
 	}
 	return cmkit.CloseResult(first)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmkit"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -47,7 +48,7 @@ func (p *Provider) Open() (provider.Device, error) {
 		return nil, fmt.Errorf("%w: an shm Provider opens one device; make another Provider", provider.ErrBusy)
 	}
 	l := &link{cfg: cfg, conns: make(map[*conn]struct{}), regions: make(map[*soft.MR]*exportRegion),
-		listeners: make(map[*listener]struct{}), notify: make(map[uint32]Notify)}
+		notify: make(map[uint32]Notify)}
 	l.dev = soft.NewDevice(l, soft.Config{Name: cfg.Name, Caps: cfg.Caps})
 	p.l = l
 	return l.dev, nil
@@ -81,19 +82,18 @@ func (p *Provider) SetNotify(qpn uint32, n Notify) error {
 
 // link is the shm link of one soft device.
 type link struct {
-	cfg Options
-	dev *soft.Device
+	cfg       Options
+	dev       *soft.Device
+	listeners cmkit.CloseSet[*listener]
 
 	// mu guards the fields below and every connection's exports. No soft
 	// lock is held while it is taken (soft calls the MemoryLink hooks
 	// without its locks), and no soft call that takes one is made under
 	// it except MR.RKey.
-	mu        sync.Mutex
-	conns     map[*conn]struct{}
-	regions   map[*soft.MR]*exportRegion // registered regions a peer can map
-	listeners map[*listener]struct{}
-	notify    map[uint32]Notify // per-QP notify mode (SetNotify)
-	closed    bool
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	regions map[*soft.MR]*exportRegion // registered regions a peer can map
+	notify  map[uint32]Notify          // per-QP notify mode (SetNotify)
 
 	// watchMu guards watches: the watch of each peer process that
 	// connections of the link are watched by (pidwatch_linux.go). It is
@@ -137,9 +137,8 @@ func (l *link) Connect(qp *soft.QP, attr *provider.QPAttr) (soft.Endpoint, error
 // Close implements soft.Link: listeners close; connections have been
 // detached by the device already.
 func (l *link) Close() error {
+	lns, _ := l.listeners.Close()
 	l.mu.Lock()
-	l.closed = true
-	lns := slices.Collect(maps.Keys(l.listeners))
 	cs := slices.Collect(maps.Keys(l.conns))
 	l.mu.Unlock()
 	for _, ln := range lns {
@@ -158,22 +157,6 @@ func (l *link) notifyFor(qpn uint32) Notify {
 		return n
 	}
 	return l.cfg.Notify
-}
-
-func (l *link) addListener(ln *listener) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.listeners[ln] = struct{}{}
-	return true
-}
-
-func (l *link) removeListener(ln *listener) {
-	l.mu.Lock()
-	delete(l.listeners, ln)
-	l.mu.Unlock()
 }
 
 // RegisteredMR implements soft.MemoryLink: a region a peer can map is
