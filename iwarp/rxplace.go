@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"github.com/goverbs/goverbs/internal/iovec"
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -8,24 +9,6 @@ import (
 
 // Placement: moving a segment's payload into the memory it names, from the
 // receive buffer or straight from the socket.
-
-// appendRange appends to dst the pieces of segs that hold bytes
-// [off, off+n) of their concatenation.
-func appendRange(dst [][]byte, segs [][]byte, off, n uint64) [][]byte {
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		if off >= uint64(len(s)) {
-			off -= uint64(len(s))
-			continue
-		}
-		k := min(uint64(len(s))-off, n)
-		dst = append(dst, s[off:off+k])
-		off, n = 0, n-k
-	}
-	return dst
-}
 
 // scatter copies b into the pieces, in order.
 func scatter(pieces [][]byte, b []byte) {
@@ -38,7 +21,7 @@ func scatter(pieces [][]byte, b []byte) {
 // the memory segs names, then, for an FPDU streamed from the socket, reads
 // its trailer and checks the CRC.
 func (e *endpoint) placeRange(segs [][]byte, off uint64, payload []byte, crc *iw.CRC32c, n int) error {
-	pieces := appendRange(e.rx.dst[:0], segs, off, uint64(n))
+	pieces := iovec.AppendRange(e.rx.dst[:0], segs, off, uint64(n))
 	err := e.placeSegs(pieces, payload, crc, n)
 	clear(pieces)
 	if err == nil && crc != nil {
@@ -68,7 +51,7 @@ func (e *endpoint) placeSegs(pieces [][]byte, payload []byte, crc *iw.CRC32c, n 
 		e.askNotice() // the read below may wait for the peer
 		x.r, x.w = 0, 0
 		x.room(x.ra)
-		x.iov = appendRange(x.iov[:0], pieces, uint64(done), uint64(n-done))
+		x.iov = iovec.AppendRange(x.iov[:0], pieces, uint64(done), uint64(n-done))
 		x.iov = append(x.iov, x.b[:x.ra])
 		k, err := e.raw.readv(x.iov, true)
 		clear(x.iov)
@@ -78,7 +61,7 @@ func (e *endpoint) placeSegs(pieces [][]byte, payload []byte, crc *iw.CRC32c, n 
 		got := min(k, n-done)
 		x.adapt(k, n-done)
 		if e.crc {
-			for _, p := range appendRange(x.iov[:0], pieces, uint64(done), uint64(got)) {
+			for _, p := range iovec.AppendRange(x.iov[:0], pieces, uint64(done), uint64(got)) {
 				crc.Write(p)
 			}
 			clear(x.iov)

@@ -3,6 +3,7 @@ package roce
 import (
 	"net/netip"
 
+	"github.com/goverbs/goverbs/internal/iovec"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/soft"
 )
@@ -70,7 +71,7 @@ func (t *txBatch) slot() *txSlot {
 func (t *txBatch) commit(dst netip.AddrPort, gsoOK bool, hlen int, segs [][]byte, off uint64, n int) {
 	s := &t.slots[t.n]
 	s.pieces = append(s.pieces[:0], s.hdr[:hlen])
-	s.pieces = appendRange(s.pieces, segs, off, n)
+	s.pieces = iovec.AppendRange(s.pieces, segs, off, uint64(n))
 	t.finish(s, dst, gsoOK, n)
 }
 
@@ -139,26 +140,4 @@ func (t *txBatch) flush() {
 		t.targets[i].Release()
 	}
 	t.targets = t.targets[:0]
-}
-
-// appendRange appends to out the pieces of segs covering n bytes from
-// byte offset off.
-func appendRange(out [][]byte, segs [][]byte, off uint64, n int) [][]byte {
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		if off >= uint64(len(s)) {
-			off -= uint64(len(s))
-			continue
-		}
-		p := s[off:]
-		off = 0
-		if len(p) > n {
-			p = p[:n]
-		}
-		out = append(out, p)
-		n -= len(p)
-	}
-	return out
 }

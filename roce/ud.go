@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goverbs/goverbs/internal/iovec"
 	"github.com/goverbs/goverbs/internal/wire/ib"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/soft"
@@ -138,7 +139,7 @@ func (u *udQP) send(w *soft.SendWQE) provider.Status {
 	u.psn = (u.psn + 1) & 0xFFFFFF
 	ib.DETH(u.hdr[ib.BTHLen:]).Encode(&ib.DETHFields{QKey: qkey, SrcQP: u.qpn})
 	u.pieces = append(u.pieces[:0], u.hdr[:hlen])
-	u.pieces = appendRange(u.pieces, w.Local, 0, n)
+	u.pieces = iovec.AppendRange(u.pieces, w.Local, 0, uint64(n))
 	clear(u.trailer[:pad])
 	u.pieces = append(u.pieces, u.trailer[:pad])
 	crc, err := u.crc.icrc(dst, u.pieces[0], u.pieces[1:])

@@ -35,6 +35,7 @@ var rules = map[string][]string{
 	"internal/testkit":   {"verbs", "bench/report", "bench/stats"}, // test machinery, written against the public API; reports as bench does
 	"internal/devcore":   {"provider"},                             // the queue rules soft and fabric share
 	"internal/cmkit":     {"provider"},                             // the listener rules every transport's CM shares
+	"internal/iovec":     {},                                       // the scatter-gather arithmetic of the data paths
 	"mem":                {"golang.org/x/sys"},
 
 	// the IB connection manager: its wire format and state machine, no I/O
@@ -53,8 +54,8 @@ var rules = map[string][]string{
 	"loopback": {"provider", "soft", "internal/cmkit"},
 	// iwarp takes IBA's Local ACK Timeout from internal/wire/ib: a QP's
 	// timeout and retry count mean the same on both wires.
-	"iwarp":    {"provider", "soft", "mem", "internal/cmkit", "internal/wire/iw", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
-	"roce":     {"provider", "soft", "mem", "internal/cmkit", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
+	"iwarp":    {"provider", "soft", "mem", "internal/cmkit", "internal/iovec", "internal/wire/iw", "internal/wire/ib", "golang.org/x/sys", "golang.org/x/net"},
+	"roce":     {"provider", "soft", "mem", "internal/cmkit", "internal/iovec", "internal/wire/ib", "internal/ibcm", "golang.org/x/sys", "golang.org/x/net"},
 	"shm":      {"provider", "soft", "mem", "internal/cmkit", "golang.org/x/sys"},
 	"fabric":   {"provider", "mem", "internal/keyspace", "internal/devcore", "internal/cmkit", "golang.org/x/sys"},
 	"rdmacore": {"provider", "mem", "internal/devcore"},
