@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/cmkit"
@@ -75,7 +76,9 @@ func (l *link) handshake(ctx context.Context, uc *net.UnixConn, addr string, qp 
 	uc.SetDeadline(time.Time{})
 	c.start()
 	c.awaitReady(deadline)
-	return provider.ConnInfo{PrivateData: peerHello.pdata, LocalAddr: "", RemoteAddr: addr,
+	// The dialer's socket is unnamed: its address is the one the
+	// listener's side names it by (SO_PEERCRED's pid).
+	return provider.ConnInfo{PrivateData: peerHello.pdata, LocalAddr: pidAddr(os.Getpid()), RemoteAddr: addr,
 		RemoteQPN: peerHello.qpn, IRD: attr.IRD, ORD: attr.ORD}, nil
 }
 

@@ -261,7 +261,7 @@ func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.Con
 	}
 	c.start()
 	c.awaitReady(deadline)
-	return provider.ConnInfo{PrivateData: r.h.pdata, LocalAddr: r.ln.path, RemoteAddr: fmt.Sprintf("pid:%d", r.pid),
+	return provider.ConnInfo{PrivateData: r.h.pdata, LocalAddr: r.ln.path, RemoteAddr: pidAddr(r.pid),
 		RemoteQPN: r.h.qpn, IRD: attr.IRD, ORD: attr.ORD}, nil
 }
 
@@ -298,3 +298,7 @@ func (r *connReq) reply(ctx context.Context, c *conn, mine hello, deadline time.
 	}
 	return nil
 }
+
+// pidAddr is the address of a dialer, whose Unix socket has no name: its
+// process, as the listener learns it from SO_PEERCRED.
+func pidAddr(pid int) string { return fmt.Sprintf("pid:%d", pid) }
