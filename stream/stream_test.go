@@ -307,20 +307,25 @@ func closeWhileBlocked(t *testing.T, dev *verbs.Device, tr transport) time.Durat
 	return worst
 }
 
-// TestAddrs: the addresses are the transport's, on the "rdma" network.
+// TestAddrs: the addresses are the transport's, on the "rdma" network,
+// none empty, and each end names the other as the other names itself.
 func TestAddrs(t *testing.T) {
-	tr := transports[0]
-	dev := openDevice(t, tr)
-	c1, c2, stop := pipe(t, dev, tr)
-	defer stop()
-	for _, a := range []net.Addr{c1.LocalAddr(), c1.RemoteAddr(), c2.LocalAddr(), c2.RemoteAddr()} {
-		if a.Network() != "rdma" {
-			t.Errorf("address %v on network %q", a, a.Network())
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		c1, c2, stop := pipe(t, dev, tr)
+		defer stop()
+		for _, a := range []net.Addr{c1.LocalAddr(), c1.RemoteAddr(), c2.LocalAddr(), c2.RemoteAddr()} {
+			if a.Network() != "rdma" || a.String() == "" {
+				t.Errorf("address %q on network %q", a, a.Network())
+			}
 		}
-	}
-	if c1.RemoteAddr().String() != c2.LocalAddr().String() {
-		t.Errorf("dialer's remote %v, acceptor's local %v", c1.RemoteAddr(), c2.LocalAddr())
-	}
+		if c1.RemoteAddr().String() != c2.LocalAddr().String() {
+			t.Errorf("dialer's remote %v, acceptor's local %v", c1.RemoteAddr(), c2.LocalAddr())
+		}
+		if c1.LocalAddr().String() != c2.RemoteAddr().String() {
+			t.Errorf("dialer's local %v, acceptor's remote %v", c1.LocalAddr(), c2.RemoteAddr())
+		}
+	})
 }
 
 // TestAcceptAfterClose: Accept on a closed listener fails with
