@@ -36,6 +36,9 @@
 //     for a transport whose requests come over connections a
 //     net.Listener accepts; the transport gives its handshake and refusal
 //     (SocketHooks).
+//   - The link's listeners and connections (CloseSet): Add fails once the
+//     link has closed, so nothing made after Close escapes it, and Close
+//     hands the members back once, to be closed outside the set's lock.
 //   - The accept loop (Serve): temporary errors (out of descriptors or
 //     buffers, a connection aborted before it was accepted) are retried
 //     with backoff, as net/http's Server.Serve does; any other error stops
