@@ -290,6 +290,11 @@ func (r *ConnRequest) Param() provider.ConnParam {
 	return provider.ConnParam{PrivateData: r.pdata, ResponderResources: r.hdr.ird, InitiatorDepth: r.hdr.ord}
 }
 
+// Pending reports whether nobody has answered the request yet (the
+// listener's Close answers it too), so the verbs device can forget a
+// request its user dropped.
+func (r *ConnRequest) Pending() bool { return r.claim.Pending() }
+
 // refuse rejects the request (once) and frees its info.
 func (r *ConnRequest) refuse(pdata []byte) error {
 	r.l.mu.Lock()

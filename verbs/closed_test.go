@@ -166,3 +166,38 @@ func newQP(t *testing.T, d *verbs.Device) *verbs.QP {
 	return testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
 		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
 }
+
+// TestDroppedRequestsForgotten: a request the user dropped without
+// answering, which the transport then answered itself (its dialer gave
+// up), is not kept until Close: a server that ignores requests would
+// otherwise hold every one it was ever handed.
+func TestDroppedRequestsForgotten(t *testing.T) {
+	const rounds = 150
+	for name, open := range cmProviders() {
+		t.Run(name, func(t *testing.T) {
+			pa, pb, addr := open()
+			a, b := testkit.Open(t, pa), testkit.Open(t, pb)
+			ln := testkit.Must(b.Listen(addr))(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for range rounds {
+				dctx, leave := context.WithCancel(ctx)
+				dialed := make(chan error, 1)
+				qa := newQP(t, a)
+				go func() {
+					_, err := a.Dial(dctx, ln.Addr(), qa, verbs.ConnParam{})
+					dialed <- err
+				}()
+				testkit.Must(ln.Accept(ctx))(t) // dropped, never answered
+				leave()
+				if err := <-dialed; err == nil {
+					t.Fatal("a dial nobody accepted connected")
+				}
+				qa.Close()
+			}
+			if n := verbs.PendingRequests(b); n >= rounds/2 {
+				t.Fatalf("the device keeps %d of %d dropped requests whose dialers left", n, rounds)
+			}
+		})
+	}
+}

@@ -24,14 +24,40 @@ type cmState struct {
 
 	calls sync.WaitGroup // Dial and ConnRequest.Accept in progress; Add under Device.mu while open
 
-	// pending are the requests handed out and not yet answered. Guarded
-	// by Device.mu.
+	// pending are the requests handed out and not yet answered; sweepAt
+	// is the size at which handOut next drops those the transport
+	// answered itself. Guarded by Device.mu.
 	pending map[*ConnRequest]struct{}
+	sweepAt int
 }
+
+// minSweep is the fewest pending requests handOut sweeps: below it the map
+// is too small to matter.
+const minSweep = 64
 
 func (c *cmState) init() {
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.pending = make(map[*ConnRequest]struct{})
+	c.sweepAt = minSweep
+}
+
+// pendingReporter is the optional method of a ProviderConnRequest that
+// says whether it is still unanswered: false once the transport answered
+// it itself (its dialer left, it expired, the listener closed).
+type pendingReporter interface{ Pending() bool }
+
+// sweepLocked forgets the pending requests the transport has answered,
+// which the user dropped without answering: otherwise a server that
+// ignores requests would keep every one until Close. It runs when the map
+// has doubled since the last sweep, so its cost per request is constant.
+// Precondition: Device.mu is held.
+func (c *cmState) sweepLocked() {
+	for r := range c.pending {
+		if p, ok := r.p.(pendingReporter); ok && !p.Pending() {
+			delete(c.pending, r)
+		}
+	}
+	c.sweepAt = max(minSweep, 2*len(c.pending))
 }
 
 // beginCM registers a connection-management call of the device. The
@@ -70,6 +96,9 @@ func (d *Device) handOut(r *ConnRequest) bool {
 	d.mu.Lock()
 	if !d.closed {
 		d.cm.pending[r] = struct{}{}
+		if len(d.cm.pending) >= d.cm.sweepAt {
+			d.cm.sweepLocked()
+		}
 		d.mu.Unlock()
 		return true
 	}

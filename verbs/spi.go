@@ -166,7 +166,11 @@ type ProviderListener interface {
 }
 
 // ConnRequest is an incoming connection request, answered by Accept or
-// Reject exactly once.
+// Reject exactly once. A request the transport can answer itself (its
+// dialer gives up, it expires) should also have a method Pending() bool,
+// false from then on: the device then forgets such a request that its
+// user dropped unanswered, where otherwise it keeps it until Close rejects
+// it.
 type ProviderConnRequest interface {
 	// PrivateData is the initiator's private data.
 	PrivateData() []byte
