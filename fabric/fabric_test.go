@@ -569,6 +569,24 @@ func TestZeroBasedRegions(t *testing.T) {
 	}
 }
 
+// TestModifyResetToErr: a Modify to ERR moves a QP there from RESET too,
+// as from any state; it returned nil and left the QP in RESET.
+func TestModifyResetToErr(t *testing.T) {
+	dev := testkit.Open(t, openProvider(t, "fabric:tcp"))
+	pd := testkit.Must(dev.AllocPD())(t)
+	cq := testkit.Must(dev.CreateCQ(8))(t)
+	qp := testkit.Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
+	noErr(t, qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState))
+	if st := qp.State(); st != verbs.StateErr {
+		t.Fatalf("RESET QP modified to ERR is in %v", st)
+	}
+	noErr(t, qp.Modify(&verbs.QPAttr{State: verbs.StateReset}, verbs.AttrState))
+	if st := qp.State(); st != verbs.StateReset {
+		t.Fatalf("ERR QP modified to RESET is in %v", st)
+	}
+}
+
 // TestProviders lists this host's libfabric providers as `goverbs info`
 // shows them: tcp and sockets usable software providers, shm a software
 // one this package cannot open (reliable datagrams only).

@@ -222,7 +222,7 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.mu.Unlock()
 		return err
 	}
-	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, func() { qp.fail(0, nil) }, qp.reset) {
+	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, qp.modifyToErr, qp.reset) {
 		return nil
 	}
 	qp.setStateLocked(next)

@@ -38,6 +38,19 @@ func (qp *QP) fail(ev provider.EventType, err error) {
 	qp.maybeTeardown()
 }
 
+// modifyToErr is Modify's move to ERR, which every state may make, RESET
+// included; fail, for errors found on the wire, leaves a RESET QP alone.
+func (qp *QP) modifyToErr() {
+	qp.mu.Lock()
+	if qp.state == provider.StateReset {
+		qp.enterErrLocked(0)
+		qp.mu.Unlock()
+		return
+	}
+	qp.mu.Unlock()
+	qp.fail(0, nil)
+}
+
 // enterErrLocked moves the QP to ERR: the WQEs libfabric holds will
 // complete as flushed, the others are flushed now, and the endpoint is torn
 // down by the next maybeTeardown. cause is one past the sequence number of

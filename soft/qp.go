@@ -185,7 +185,7 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		}
 		qp.ep = ep
 	}
-	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, func() { qp.Fail(0, nil) }, qp.reset) {
+	if devcore.EnterState(&qp.mu, next, &qp.attr, attr, mask, qp.modifyToErr, qp.reset) {
 		return nil
 	}
 	if mask&provider.AttrAccessFlags != 0 {

@@ -81,6 +81,21 @@ func (qp *QP) Fail(ev provider.EventType, err error) {
 	}
 }
 
+// modifyToErr is Modify's move to ERR, which every state may make, RESET
+// included; Fail, for the errors a link finds, leaves a RESET QP alone
+// (it has no connection to lose). Before, a Modify of a RESET QP to ERR
+// returned nil and left it in RESET.
+func (qp *QP) modifyToErr() {
+	qp.mu.Lock()
+	if qp.state == provider.StateReset {
+		qp.enterErrLocked()
+		qp.mu.Unlock()
+		return
+	}
+	qp.mu.Unlock()
+	qp.Fail(0, nil)
+}
+
 // enterErrLocked moves the QP to ERR: every WQE the link has not taken is
 // flushed; the link completes those it took after Errored.
 // Precondition: qp.mu is held.
