@@ -2,7 +2,9 @@ package loopback
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/cmkit"
@@ -68,6 +70,11 @@ type connReq struct {
 	from  *soft.QP
 	param provider.ConnParam
 	reply chan connReply // buffered: the answer never blocks
+
+	// mu orders the dialer's give-up, a claim and the record of it,
+	// before a later Accept or Reject reads gaveUp to say why it lost.
+	mu     sync.Mutex
+	gaveUp bool
 }
 
 type connReply struct {
@@ -77,15 +84,48 @@ type connReply struct {
 	pdata []byte
 }
 
-func (r *connReq) PrivateData() []byte       { return r.param.PrivateData }
-func (r *connReq) Param() provider.ConnParam { return r.param }
+func (r *connReq) PrivateData() []byte { return r.param.PrivateData }
+
+// Param is the dialer's offer as a CM on the wire would carry it: zero
+// fields filled and depths capped by the dialer's device, as every
+// transport reports it.
+func (r *connReq) Param() provider.ConnParam { return r.param.WithDefaults(r.from.Device().Caps()) }
 
 func (r *connReq) Reject(privateData []byte) error {
-	if err := r.Answer(true, checkPrivateData(privateData), fmt.Errorf("%w (or abandoned)", cmkit.ErrAnswered)); err != nil {
-		return err
+	if err := r.Answer(true, checkPrivateData(privateData), errLost); err != nil {
+		return r.lost(err)
 	}
 	r.reply <- connReply{err: cmkit.Rejected(privateData, "")}
 	return nil
+}
+
+// errLost stands for "somebody claimed the request first" until lost says
+// who.
+var errLost = errors.New("claimed")
+
+// lost says why an Accept or Reject that failed with err lost the
+// request: the dialer gave up (ErrTimeout), or it was answered already
+// (ErrInvalidState), as on every transport. Other errors pass unchanged.
+func (r *connReq) lost(err error) error {
+	if err != errLost {
+		return err
+	}
+	r.mu.Lock()
+	gaveUp := r.gaveUp
+	r.mu.Unlock()
+	if gaveUp {
+		return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
+	}
+	return cmkit.ErrAnswered
+}
+
+// giveUp is the dialer's claim when its context ends; it reports whether
+// the dialer won the request.
+func (r *connReq) giveUp() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gaveUp = r.Take()
+	return r.gaveUp
 }
 
 // refuse answers the request with err, unless someone answered it first.
@@ -99,9 +139,15 @@ func (r *connReq) refuse(err error) {
 // ORD each side can honour: a side's ORD never exceeds the other's IRD.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	gaveUp := fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
-	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), gaveUp); err != nil {
-		return provider.ConnInfo{}, err
+	own := ok && q.Device() == r.ln.dev
+	argErr := checkPrivateData(param.PrivateData)
+	if own && argErr == nil {
+		// A QP that cannot connect fails the call and leaves the request
+		// to another Accept, as on every transport.
+		argErr = q.CheckConnectable()
+	}
+	if err := r.Answer(own, argErr, errLost); err != nil {
+		return provider.ConnInfo{}, r.lost(err)
 	}
 	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())
 	accAttr := establishAttr(r.from, acc, min(acc.InitiatorDepth, dial.ResponderResources), acc.ResponderResources)
@@ -151,7 +197,7 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	select {
 	case rep = <-r.reply:
 	case <-ctx.Done():
-		if r.Take() {
+		if r.giveUp() {
 			return provider.ConnInfo{}, cmkit.Expired(ctx)
 		}
 		rep = <-r.reply // answered just now; the answer is on its way

@@ -237,7 +237,14 @@ func (r *connReq) Reject(privateData []byte) error {
 // (RTU) or fails when it does not within ctx.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	if err := r.answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData)); err != nil {
+	own := ok && q.Device() == r.ln.dev
+	argErr := checkPrivateData(param.PrivateData)
+	if own && argErr == nil {
+		// A QP that cannot connect fails the call and leaves the request
+		// to another Accept, as on every transport.
+		argErr = q.CheckConnectable()
+	}
+	if err := r.answer(own, argErr); err != nil {
 		return provider.ConnInfo{}, err
 	}
 	l := r.ln.l
