@@ -78,8 +78,9 @@ func (w *MW) Bind(qp provider.QP, b provider.MWBind) (uint32, error) {
 }
 
 // bindLocked checks and applies a binding (IBA 10.6.7.2.2 rules: the region
-// allows binding, same PD, the range lies in the region, the window's rights
-// are the region's and remote-write/atomic need local-write).
+// allows binding, same PD, the range lies in the region, the window grants
+// remote rights only, its own and not bounded by the region's, and
+// remote-write/atomic need local-write).
 // Precondition: keys.mu is held for writing.
 func (w *MW) bindLocked(qp *QP, b provider.MWBind) error {
 	if w.dead {

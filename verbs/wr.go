@@ -175,8 +175,10 @@ const (
 	// the QP has completed.
 	SendFence
 	// SendInline copies the payload into the WR at post time: the SGL's
-	// memory may be reused as soon as PostSend returns, and its lkeys are
-	// not checked.
+	// memory may be reused as soon as PostSend returns. Its lkeys still
+	// name the registered memory the payload is read from (goverbs reads
+	// no memory but a region's), so a bad one completes the WR with
+	// StatusLocProtErr, as for any send.
 	SendInline
 	// SendSolicited asks the peer's CQ to wake a solicited-only waiter.
 	SendSolicited
@@ -218,8 +220,12 @@ type MWBind struct {
 	MRLKey uint32
 	Addr   uint64
 	Length uint64
-	// Access is the remote access the window grants (a subset of the
-	// region's).
+	// Access is the remote access the window grants: its own, not bounded
+	// by the region's remote rights (IBA 10.6.7.2.2, as on hardware). The
+	// region must allow binding (AccessMWBind), and a window that grants
+	// remote write or atomics needs a region with AccessLocalWrite. A
+	// region registered for local access and binding only is thus exposed
+	// through its windows alone.
 	Access Access
 }
 
