@@ -37,7 +37,8 @@ type Config struct {
 	// without WRITE WITH IMMEDIATE.
 	SendMode bool
 	// Linger bounds how long Close waits for written bytes to be sent
-	// (default 1 s).
+	// (default 1 s; negative: Close does not wait, and bytes the peer has
+	// not taken are dropped, so its Read reports a reset, not EOF).
 	Linger time.Duration
 	// PollSpin is how long the stream's progress goroutine keeps polling
 	// its completion queue after the last completion before it blocks
@@ -96,7 +97,7 @@ func (cfg *Config) DialStream(ctx context.Context, dev *verbs.Device, addr strin
 	}
 	if err != nil {
 		c.release()
-		return nil, &net.OpError{Op: "dial", Net: Network, Addr: Addr{dev.Caps().Transport, addr}, Err: err}
+		return nil, &net.OpError{Op: "dial", Net: Network, Addr: Addr{dev.Caps().Transport, addr}, Err: dialErr(err)}
 	}
 	c.established = true
 	c.start()
@@ -259,8 +260,11 @@ func (cfg *Config) newConn(dev *verbs.Device) (c *Conn, err error) {
 	rsize = max(rsize, 4096) &^ 1 // two halves
 	ssize = max(ssize, 4096)
 	linger := cfg.Linger
-	if linger <= 0 {
+	switch {
+	case linger == 0:
 		linger = defaultLinger
+	case linger < 0:
+		linger = 0
 	}
 	spin := cfg.PollSpin
 	if spin == 0 {
@@ -383,3 +387,21 @@ func (c *Conn) start() {
 	c.stopPoll = cancel
 	go c.poll(ctx)
 }
+
+// dialErr is a failed Dial's error as net.Dialer's: one that ran out of
+// time (its context's deadline, or the transport's timeout) says so with
+// net.Error's Timeout, which retry loops ask.
+func dialErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, verbs.ErrTimeout) {
+		return timeoutError{err}
+	}
+	return err
+}
+
+// timeoutError marks an error as a timeout for net.Error; errors.Is and As
+// see through it.
+type timeoutError struct{ error }
+
+func (e timeoutError) Timeout() bool   { return true }
+func (e timeoutError) Temporary() bool { return true }
+func (e timeoutError) Unwrap() error   { return e.error }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -236,4 +237,53 @@ func TestResetIsNotEOF(t *testing.T) {
 	if err == io.EOF || !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("read after a reset: %v, want ECONNRESET", err)
 	}
+}
+
+// TestDialTimeoutIsNetTimeout: a Dial its context's deadline ends is a
+// net.Error whose Timeout is true, as net.Dialer's, and still matches
+// context.DeadlineExceeded and verbs.ErrTimeout; a retry loop asking
+// Timeout took it for a hard failure.
+func TestDialTimeoutIsNetTimeout(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dev := openDevice(t, tr)
+		ln := testkit.Must(dev.Listen(tr.listen))(t) // a listener nobody answers
+		defer ln.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := tr.cfg.Dial(ctx, dev, ln.Addr())
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("Dial past its deadline: %v, want a net.Error with Timeout", err)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, verbs.ErrTimeout) {
+			t.Fatalf("Dial past its deadline: %v, want DeadlineExceeded and ErrTimeout", err)
+		}
+	})
+}
+
+// TestNegativeLingerDoesNotWait: with a negative Linger, Close of a
+// stream whose peer takes nothing returns at once instead of waiting the
+// default second, and the peer then sees a reset, not EOF.
+func TestNegativeLingerDoesNotWait(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		tr.cfg.Linger = -1
+		tr.cfg.WriteBuffer, tr.cfg.ReadBuffer = 64<<10, 64<<10
+		dev := openDevice(t, tr)
+		c1, c2, stop := pipe(t, dev, tr)
+		defer stop()
+		c1.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := c1.Write(make([]byte, 4<<20)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Write to a peer that reads nothing: %v, want the deadline", err)
+		}
+		start := time.Now()
+		c1.Close()
+		if d := time.Since(start); d > 300*time.Millisecond {
+			t.Fatalf("Close with a negative Linger took %v", d)
+		}
+		c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.Copy(io.Discard, c2)
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("the peer read to %v, want a reset", err)
+		}
+	})
 }
