@@ -203,6 +203,7 @@ func (s *responder) checkResource(psn ib.PSN, op ib.Opcode) bool {
 	if s.inUse < len(s.res) {
 		return true
 	}
+	s.overIRD = true
 	s.fatal(ib.NAKInvalidRequest, psn, fmt.Errorf("roce: %v beyond the %d responder resources (IRD)", op, len(s.res)))
 	return false
 }

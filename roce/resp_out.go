@@ -83,10 +83,14 @@ func (q *respQueue) pop() {
 
 // dropReads removes the READ responses not yet sent, releasing their
 // regions, and returns how many of them held a responder resource.
-func (q *respQueue) dropReads() (counted int) {
+func (q *respQueue) dropReads() (counted int) { return q.dropReadsAfter(q.head - 1) }
+
+// dropReadsAfter is dropReads for the items after index i of q.items: the
+// READ responses queued at or before i stay, and go out.
+func (q *respQueue) dropReadsAfter(i int) (counted int) {
 	keep := q.items[:0]
-	for _, it := range q.items[q.head:] {
-		if it.kind != respRead {
+	for j, it := range q.items[q.head:] {
+		if it.kind != respRead || q.head+j <= i {
 			keep = append(keep, it)
 			continue
 		}
@@ -98,6 +102,19 @@ func (q *respQueue) dropReads() (counted int) {
 	clear(q.items[len(keep):])
 	q.items, q.head = keep, 0
 	return counted
+}
+
+// lastFatalNAK returns the index in q.items of the last NAK queued that
+// ends the connection (IBA 9.9.2, class C: invalid request, remote access,
+// remote operational), or q.head-1 if none is queued.
+func (q *respQueue) lastFatalNAK() int {
+	for i := len(q.items) - 1; i >= q.head; i-- {
+		it := &q.items[i]
+		if it.kind == respAck && it.syn.Kind() == ib.KindNAK && it.syn.NAKCode() != ib.NAKPSNSeqErr {
+			return i
+		}
+	}
+	return q.head - 1
 }
 
 // queueACK acknowledges every request up to psn. ACKs are cumulative

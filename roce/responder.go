@@ -40,6 +40,10 @@ type responder struct {
 	// lingerDue is the earliest holdUntil of the resources, zero if none
 	// holds its region.
 	lingerDue time.Time
+	// overIRD: the responder entered ERR because the peer asked for more
+	// READs and atomics than its IRD (checkResource); abort then drops
+	// every READ response not yet sent.
+	overIRD bool
 
 	out respQueue
 }
@@ -209,14 +213,36 @@ func (s *responder) rnr(psn ib.PSN) {
 	s.c.e.activate(s.c)
 }
 
-// abort drops what the responder holds when the QP entered ERR or is
-// detached: the receive in progress is flushed, READ responses not yet
-// sent are dropped; queued ACKs and NAKs still go out.
+// abort drops what the responder holds when the QP entered ERR: the
+// receive in progress is flushed, READ responses not yet sent are dropped;
+// queued ACKs and NAKs still go out. When the responder itself entered ERR
+// with a NAK (class C), the READ responses queued before the NAK answer
+// requests it executed, at PSNs before the NAK's: they stay and go out
+// first, as rxe sends a READ's responses before it handles the next
+// request. Dropping them left the requester, which takes the NAK as an
+// ACK of the PSNs before it, with a READ unanswered (only its responses
+// answer a READ); it retried the READ into a responder in ERR, which
+// answers nothing, so the READ ended RETRY_EXC_ERR without its bytes and
+// the rejected WR was flushed instead of reporting its remote error.
+//
+// A peer that went beyond the IRD broke the contract the bound on
+// responder resources rests on (checkResource) and gets none of its READs
+// answered further: that keeps what a hostile peer can draw within
+// IRD × request size (TestHostileReadsBeyondIRD).
+//
+// The resources are forgotten, so the READs still to send leave their
+// regions to the transmit batch rather than linger: a QP in ERR answers no
+// duplicate.
 func (s *responder) abort() {
 	if s.msg.recv != nil {
 		s.c.qp.CompleteRecv(s.msg.recv, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
 	}
 	s.msg = inMessage{}
-	s.inUse -= s.out.dropReads()
+	keep := s.out.lastFatalNAK()
+	if s.overIRD {
+		keep = s.out.head - 1
+	}
+	s.inUse -= s.out.dropReadsAfter(keep)
 	s.releaseHolds()
+	clear(s.res)
 }
