@@ -111,6 +111,12 @@
 // sends a Terminate (DDP untagged buffer error "no buffer available"), its
 // QP moves to ERR (EventQPRequestErr, outstanding WRs flushed), and the
 // sender's WR completes with StatusRNRRetryExcErr and its QP moves to ERR.
+// A sender that disconnects meanwhile (its Final notice and FIN come
+// behind the waiting message) ends the wait within milliseconds: the
+// waiting receiver keeps reading what arrives into its receive buffer,
+// and at the end of the stream its QP moves to ERR with
+// EventPeerDisconnected, as for any disconnect; the waiting message takes
+// no receive, and the sender's WR flushes (StatusWRFlushErr).
 // QPAttr.RNRRetry and MinRNRTimer are kept but not used. Caps.RNRRule says
 // the same.
 //
@@ -143,8 +149,9 @@
 // 14 and ConnParam.RetryCount's default 7), but at least the RNR budget
 // and 400 ms more: 1.4 s with the default budget of 1 s. The RNR budget
 // counts because a receiver waiting for a receive stops reading the
-// stream, and Linux ends a connection whose window stays shut for the
-// user timeout although the peer answers its probes: the sender must
+// stream beyond its receive buffer, and Linux ends a connection whose
+// window stays shut for the user timeout although the peer answers its
+// probes: the sender must
 // outlast the peer's RNR wait (taken to be as long as ours) to learn its
 // outcome, RNR_RETRY_EXC_ERR, and not a lost peer. The 400 ms are twice
 // TCP's minimum retransmission timeout, so that one lost segment cannot

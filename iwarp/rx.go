@@ -61,9 +61,11 @@ type rxState struct {
 
 	wrBytes, lastWrite uint64 // WRITE message bytes, for WRITE_WITH_IMM's byte_len
 	timer              *time.Timer
-	driving            bool // a CQ waiter runs the receive path (drive.go)
-	streaming          bool // inside a streamed FPDU: no read may end at a kick
-	gateOpened         bool // this FPDU opened the responder's gate: wake the send engine after it
+	peekTimer          *time.Timer // the RNR wait's look at the stream (peekEnded)
+	rest               int         // bytes of the FPDU being handled after r, when streamed
+	driving            bool        // a CQ waiter runs the receive path (drive.go)
+	streaming          bool        // inside a streamed FPDU: no read may end at a kick
+	gateOpened         bool        // this FPDU opened the responder's gate: wake the send engine after it
 
 	// handled is how many bytes of the peer's stream were wholly handled
 	// (whole FPDUs, in order): the Placed and Final notices report it. The
@@ -81,6 +83,8 @@ func (x *rxState) init() {
 	x.msn0, x.msn1, x.msn3 = 1, 1, 1
 	x.timer = time.NewTimer(time.Hour)
 	x.timer.Stop()
+	x.peekTimer = time.NewTimer(time.Hour)
+	x.peekTimer.Stop()
 }
 
 // rxLoop is the receive goroutine. It parses the stream until it fails or
@@ -314,6 +318,7 @@ func (e *endpoint) rxWhole(L, flen int) error {
 		return e.violation(err)
 	}
 	x.r += flen
+	x.rest = 0
 	err = e.rxMessage(op, u[:hl], u[hl:], nil)
 	if errors.Is(err, errHandBack) {
 		// A driving waiter met the RNR rule: the receive goroutine
@@ -352,6 +357,7 @@ func (e *endpoint) rxStream(L int) error {
 		crc.Write(x.b[x.r : x.r+iw.ULPDULengthSize+hl])
 	}
 	x.r += iw.ULPDULengthSize + hl
+	x.rest = iw.FPDULen(L) - iw.ULPDULengthSize - hl
 	// Part of the FPDU is consumed: its reads cannot stop for a kick.
 	x.streaming = true
 	defer func() { x.streaming = false }()

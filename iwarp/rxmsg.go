@@ -2,6 +2,10 @@ package iwarp
 
 import (
 	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/iw"
 	"github.com/goverbs/goverbs/provider"
@@ -297,6 +301,13 @@ func (e *endpoint) waitRecv() (*soft.RecvWQE, bool) {
 	t := e.rx.timer
 	t.Reset(e.rnrBudget)
 	defer t.Stop()
+	// The peer may end the connection meanwhile: its Final notice (or
+	// Terminate) and FIN come behind the waiting message. The wait reads
+	// what arrives into the buffer's free space now and then, without
+	// parsing it, and ends when the stream does (peekEnded).
+	pt := e.rx.peekTimer
+	pt.Reset(rnrPeekEvery)
+	defer pt.Stop()
 	for {
 		select {
 		case <-e.recvWake:
@@ -304,11 +315,134 @@ func (e *endpoint) waitRecv() (*soft.RecvWQE, bool) {
 			return e.qp.NextRecv()
 		case <-e.stopCh:
 			return nil, false
+		case <-pt.C:
+			if e.peekEnded() {
+				return nil, false // the QP is in ERR: takeRecv returns errStopped
+			}
+			pt.Reset(rnrPeekEvery)
+			continue
 		}
 		if rw, fault = e.qp.NextRecv(); rw != nil || fault {
 			return rw, fault
 		}
 	}
+}
+
+// rnrPeekEvery is how often an RNR wait looks whether the stream ended.
+const rnrPeekEvery = 2 * time.Millisecond
+
+// peekEnded is the RNR wait's look at the stream, on the receive
+// goroutine: it reads, without waiting, what the socket holds into the
+// buffer's free space, for the receive path to parse once the wait is
+// over. The buffer of a segment read whole neither grows nor moves (its
+// payload is a slice of it); under a streamed segment it may. When the
+// read finds the end of the stream (a FIN or a reset), the peer ended the
+// connection behind the waiting message: a Final notice or Terminate
+// among the FPDUs read after it is handled as it would be in turn, and
+// the QP moves to ERR (EventPeerDisconnected, or EventQPFatal for a
+// Terminate). When the buffer is full before the end, the socket tells
+// whether the peer's FIN or a reset arrived behind what it holds (Linux:
+// POLLRDHUP), and the QP moves to ERR the same way, without the notice.
+// It reports whether the stream ended.
+func (e *endpoint) peekEnded() bool {
+	x := &e.rx
+	for range 8 {
+		if e.stopped.Load() || x.b == nil {
+			return false
+		}
+		if x.w >= len(x.b) && x.streaming {
+			if x.r > 0 {
+				x.w = copy(x.b, x.b[x.r:x.w])
+				x.r = 0
+			} else if len(x.b) < rxBufMax {
+				x.room(2 * len(x.b))
+			}
+		}
+		if x.w >= len(x.b) {
+			if e.raw != nil && e.raw.peerShut() {
+				e.endedBehind(io.EOF)
+				return true
+			}
+			return false
+		}
+		var k int
+		var err error
+		if e.raw != nil {
+			x.iov = append(x.iov[:0], x.b[x.w:])
+			k, err = e.raw.readv(x.iov, false)
+			x.iov[0] = nil
+		} else {
+			k, err = e.peekPortable(x.b[x.w:])
+		}
+		x.w += max(k, 0)
+		switch {
+		case err == nil && k > 0:
+			continue // more may follow, the FIN too
+		case err == nil, errors.Is(err, errWouldBlock), errors.Is(err, os.ErrDeadlineExceeded), e.stopped.Load():
+			return false
+		}
+		e.endedBehind(err)
+		return true
+	}
+	return false
+}
+
+// peekPortable is peekEnded's read on the portable path: a read bounded
+// by a short deadline (set and cleared as stop and the kicks do theirs).
+func (e *endpoint) peekPortable(b []byte) (int, error) {
+	e.wd.mu.Lock()
+	if e.stopped.Load() {
+		e.wd.mu.Unlock()
+		return 0, nil
+	}
+	e.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	e.wd.mu.Unlock()
+	n, err := e.conn.Read(b)
+	raceAcquire()
+	e.wd.mu.Lock()
+	if !e.stopped.Load() {
+		e.conn.SetReadDeadline(time.Time{})
+	}
+	e.wd.mu.Unlock()
+	return n, err
+}
+
+// endedBehind ends the connection whose stream ended (err) behind the
+// message that waits for a receive. The FPDUs read after that message are
+// looked through for the peer's Final notice or Terminate, the last thing
+// it sends: the notice confirms what of ours the peer handled, as it would
+// have in turn. The waiting message and the rest are not handled; the
+// stream ends, as after a FIN, with EventPeerDisconnected.
+func (e *endpoint) endedBehind(err error) {
+	x := &e.rx
+	for p := x.r + x.rest; p+iw.ULPDULengthSize <= x.w; {
+		flen := iw.FPDULen(int(binary.BigEndian.Uint16(x.b[p:])))
+		if flen > x.w-p {
+			break
+		}
+		f := iw.FPDU(x.b[p : p+flen])
+		p += flen
+		if e.crc && f.VerifyCRC() != nil {
+			break
+		}
+		u := f.ULPDU()
+		op, hl, herr := e.checkHeader(u)
+		if herr != nil {
+			break
+		}
+		if iw.DDPControl(u[0]).Tagged() || iw.DDPUntagged(u).QN() != iw.QNTerminate || hl != len(u) {
+			continue
+		}
+		switch rdmap := u[iw.DDPUntaggedHeaderSize:hl]; op {
+		case opFinal:
+			e.rxFinal(rdmap)
+			return
+		case iw.OpTerminate:
+			e.rxTerminate(rdmap)
+			return
+		}
+	}
+	e.failConn(err)
 }
 
 // rxImmediate consumes a receive for RFC 7306 Immediate Data: the second

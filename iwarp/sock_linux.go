@@ -297,6 +297,19 @@ func (s *rawSock) writev(bufs [][]byte, block bool) (int, error) {
 	}
 }
 
+// peerShut reports, without consuming anything, whether the peer's FIN
+// (or a reset) arrived, even behind bytes not read yet.
+func (s *rawSock) peerShut() bool {
+	shut := false
+	s.rc.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		if n, err := unix.Poll(pfd, 0); err == nil && n > 0 {
+			shut = pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		}
+	})
+	return shut
+}
+
 // peerGone reports, without consuming anything, whether the peer closed
 // or reset the connection (an initiator that gave up waiting for its MPA
 // Reply), or sent bytes it must not have sent yet.

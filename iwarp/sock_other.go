@@ -29,6 +29,7 @@ func newRawSock(net.Conn, bool) *rawSock                 { return nil }
 func (*rawSock) readv([][]byte, bool) (int, error)       { return 0, errors.ErrUnsupported }
 func (*rawSock) readvIdle([]byte, rxParker) (int, error) { return 0, errors.ErrUnsupported }
 func (*rawSock) waitReadable() error                     { return errors.ErrUnsupported }
+func (*rawSock) peerShut() bool                          { return false }
 func (*rawSock) writev([][]byte, bool) (int, error)      { return 0, errors.ErrUnsupported }
 func peerGone(net.Conn) (gone, sentData bool)            { return false, false }
 func pathMSS(net.Conn) int                               { return 0 }
