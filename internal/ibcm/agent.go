@@ -106,6 +106,10 @@ type Config struct {
 	// (about 1 s) and 3.
 	ResponseTimeout uint8
 	MaxRetries      int
+	// MRATimeout is the service timeout exponent an MRA gives a dialer
+	// while the owner decides on its REQ: how long the REQ may wait for
+	// an answer. Default 24 (about 69 s), rdma_cm's CMA_CM_MRA_SETTING.
+	MRATimeout uint8
 	// TimeWait is how long a disconnected comm ID is held; default 1 s.
 	TimeWait time.Duration
 	// MaxPending bounds passive connections not yet established;
@@ -176,6 +180,9 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.TimeWait == 0 {
 		cfg.TimeWait = time.Second
+	}
+	if cfg.MRATimeout == 0 {
+		cfg.MRATimeout = 24
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = 256
@@ -250,6 +257,19 @@ func (c *Conn) send() {
 func (c *Conn) arm(now time.Time, d time.Duration) {
 	c.timeout, c.retries = d, 0
 	c.a.setDue(c, now.Add(d))
+}
+
+// sendMRA tells the dialer that its REQ arrived and waits for the owner
+// (IBTA 12.6.6), as rdma_cm's listener does when its user does not answer
+// at once: the dialer then waits the MRA's service timeout rather than
+// its response timeout and retries, about 4 s by default. The REQ is held
+// as long, then timed out with a REJ.
+func (c *Conn) sendMRA(now time.Time) {
+	t := c.a.cfg.MRATimeout
+	mra := ib.CMMRA{LocalCommID: c.LocalID, RemoteCommID: c.RemoteID, MessageMRAed: ib.CMMsgREQ, ServiceTimeout: t}
+	mra.Encode(c.msg(ib.AttrCMMRA, c.tid))
+	c.a.setDue(c, now.Add(Timeout(t)))
+	c.send()
 }
 
 // Accept answers a REQ with rep (passive; EventREQ). LocalCommID,

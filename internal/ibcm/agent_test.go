@@ -374,3 +374,67 @@ func FuzzInput(f *testing.F) {
 		}
 	})
 }
+
+// The owner takes longer than the dialer's response timeout and retries:
+// the passive side's MRA makes the dialer wait (IBTA 12.6.6, as rdma_cm's
+// listener), a duplicate REQ gets the MRA again, and the late Accept
+// connects. Without the MRA the dialer gave up after (retries + 1)
+// response timeouts, and the passive side with it.
+func TestMRAHoldsTheDialer(t *testing.T) {
+	p := newPair(t)
+	var pc *Conn
+	p.onREQ = func(c *Conn) { pc = c } // the owner answers later
+	var mras int
+	p.drop = func(m mad) bool {
+		if ib.MAD(m.b).AttrID() == ib.AttrCMMRA {
+			mras++
+		}
+		return false
+	}
+	c := p.a.Connect(p.bAddr, sampleREQ(), p.now)
+	p.run()
+	p.want("b:REQ")
+	if mras != 1 || c.State() != StateMRARcvd {
+		t.Fatalf("after the REQ: %d MRAs, active side %v, want 1 and MRA_RCVD", mras, c.State())
+	}
+	// Far past the dialer's own budget, (MaxRetries + 1) × response
+	// timeout, short of the MRA's service timeout.
+	p.now = p.now.Add(10 * time.Duration(p.a.cfg.MaxRetries+1) * Timeout(p.a.cfg.ResponseTimeout))
+	p.a.Tick(p.now)
+	p.b.Tick(p.now)
+	p.run()
+	if len(p.events) != 0 || c.State() != StateMRARcvd || pc.State() != StateREQRcvd {
+		t.Fatalf("while the owner decides: events %v, active %v, passive %v", p.events, c.State(), pc.State())
+	}
+	// A REQ seen again is answered with the MRA again.
+	c.send()
+	p.run()
+	if mras != 2 {
+		t.Fatalf("a duplicate REQ got %d MRAs in all, want 2", mras)
+	}
+	if err := pc.Accept(ib.CMRep{LocalQPN: 0x22, StartingPSN: 5}, p.now); err != nil {
+		t.Fatal(err)
+	}
+	p.run()
+	p.want("a:REP", "b:EST")
+	if c.State() != StateEstablished {
+		t.Fatalf("after the late Accept: %v", c.State())
+	}
+}
+
+// An owner that never answers: the REQ is held for the MRA's service
+// timeout, then both sides time out.
+func TestMRAExpires(t *testing.T) {
+	p := newPair(t)
+	p.onREQ = func(*Conn) {}
+	c := p.a.Connect(p.bAddr, sampleREQ(), p.now)
+	p.run()
+	p.want("b:REQ")
+	p.now = p.now.Add(Timeout(p.b.cfg.MRATimeout) + time.Millisecond)
+	p.b.Tick(p.now)
+	p.run()
+	p.want("b:TIMEOUT", "a:REJ")
+	if c.State() != StateClosed || p.b.Conns() != 0 {
+		t.Fatalf("after the MRA's timeout: active %v, passive %d connections", c.State(), p.b.Conns())
+	}
+}

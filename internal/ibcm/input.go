@@ -122,10 +122,10 @@ func (a *Agent) onREQ(src netip.AddrPort, m ib.MAD, now time.Time) {
 	req := ib.DecodeCMReq(m)
 	k := remoteKey{src.Addr(), req.LocalCommID, req.LocalCAGUID}
 	if c := a.remote[k]; c != nil {
-		// A duplicate: the REP again if we sent one, else nothing new
-		// (the application still decides).
+		// A duplicate: the REP again if we sent one, or the MRA while
+		// the application still decides.
 		a.ctr.Duplicates++
-		if c.state == StateREPSent && c.lastSet {
+		if (c.state == StateREPSent || c.state == StateREQRcvd) && c.lastSet {
 			c.send()
 		}
 		return
@@ -152,6 +152,9 @@ func (a *Agent) onREQ(src netip.AddrPort, m ib.MAD, now time.Time) {
 	a.remote[k] = c
 	a.pending++
 	a.event(c, Event{Type: EventREQ, REQ: &c.Req})
+	if c.state == StateREQRcvd { // the owner answers later
+		c.sendMRA(now)
+	}
 }
 
 func (a *Agent) onREP(src netip.AddrPort, m ib.MAD, now time.Time) {
