@@ -26,6 +26,11 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 	if l.gsi != nil {
 		return l.dialIB(ctx, d, addr, qp, param)
 	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		// No peer was involved: the address is wrong, as Listen and the
+		// IB CM's Dial say of it.
+		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrInvalidArgument, err)}
+	}
 	if err := checkPrivateData(param.PrivateData); err != nil {
 		return provider.ConnInfo{}, err
 	}
@@ -43,7 +48,11 @@ func (l *link) Dial(ctx context.Context, d *soft.Device, addr string, qp *soft.Q
 		if ctx.Err() != nil {
 			return provider.ConnInfo{}, ctxErr(ctx, "dial", addr)
 		}
-		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", provider.ErrRejected, err)}
+		kind := provider.ErrRejected
+		if _, ok := errors.AsType[*net.AddrError](err); ok {
+			kind = provider.ErrInvalidArgument // an address the dialer cannot use: no peer saw it
+		}
+		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: %w", kind, err)}
 	}
 	cm := newCMConn(l, nc)
 	info, err := l.dial(ctx, cm, addr, qp, param.WithDefaults(d.Caps()), param.PrivateData)

@@ -56,3 +56,25 @@ func TestDefectCMDialTimeoutIsDeadlineExceeded(t *testing.T) {
 		}
 	}
 }
+
+// TestDefectCMDialBadAddrIsInvalidArgument: a side-channel Dial to an
+// address it cannot parse is ErrInvalidArgument, as Listen with the same
+// address and the IB CM's Dial say; it was ErrRejected, "rejected by the
+// peer", though no peer was involved.
+func TestDefectCMDialBadAddrIsInvalidArgument(t *testing.T) {
+	d := openDevice(t, roce.Options{})
+	defer d.Close()
+	_, _, qp := newQP(t, d, verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	for _, a := range []string{"garbage::addr::", "127.0.0.1", "[::1", "127.0.0.1:1:2"} {
+		_, err := d.Dial(context.Background(), a, qp, verbs.ConnParam{})
+		if !errors.Is(err, verbs.ErrInvalidArgument) || errors.Is(err, verbs.ErrRejected) {
+			t.Errorf("Dial %q = %v; want ErrInvalidArgument", a, err)
+		}
+		if _, err := d.Listen(a); !errors.Is(err, verbs.ErrInvalidArgument) {
+			t.Errorf("Listen %q = %v; want ErrInvalidArgument", a, err)
+		}
+	}
+	if qp.State() == verbs.StateRTS {
+		t.Fatal("a refused Dial left the QP in RTS")
+	}
+}
