@@ -80,7 +80,8 @@ func withCtxErr(ctx context.Context, err error) error {
 }
 
 // dialTCP opens the TCP connection. Nobody listening is a rejection
-// (ECONNREFUSED); running out of time is ErrTimeout.
+// (ECONNREFUSED); running out of time is ErrTimeout; an address that does
+// not parse is ErrInvalidArgument.
 func (l *link) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	nd := net.Dialer{KeepAliveConfig: keepAlive}
 	c, err := nd.DialContext(ctx, "tcp", addr)
@@ -90,6 +91,10 @@ func (l *link) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("iwarp: dial %s: %w: nobody listens: %w", addr, provider.ErrRejected, err)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("iwarp: dial %s: %w: %w", addr, provider.ErrTimeout, err)
+	case errors.As(err, new(*net.AddrError)):
+		// An address that does not parse (too many colons, no port, a
+		// port out of range), as Listen says of one.
+		return nil, fmt.Errorf("iwarp: dial %s: %w: %w", addr, provider.ErrInvalidArgument, err)
 	default:
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
 	}

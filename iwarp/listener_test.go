@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,31 @@ func TestListenAddressInUse(t *testing.T) {
 	defer other.Close()
 	if _, err := d.Listen(other.Addr().String()); !errors.Is(err, verbs.ErrBusy) {
 		t.Errorf("Listen on %s, bound by a plain socket: %v, want verbs.ErrBusy", other.Addr(), err)
+	}
+}
+
+// TestDialBadAddress: an address Dial cannot parse matches
+// verbs.ErrInvalidArgument, as Listen's does, and keeps the net error's
+// text; the QP stays usable for a later Dial.
+func TestDialBadAddress(t *testing.T) {
+	d := openDev(t)
+	pd := must(d.AllocPD())
+	qp, cq := newQP(t, d, pd)
+	defer cq.Close()
+	defer qp.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, addr := range []string{"garbage::addr::", "127.0.0.1", "127.0.0.1:99999"} {
+		_, err := d.Dial(ctx, addr, qp, verbs.ConnParam{})
+		_, nerr := net.Dial("tcp", addr)
+		if !errors.Is(err, verbs.ErrInvalidArgument) || nerr == nil || !strings.Contains(err.Error(), nerr.Error()) {
+			t.Errorf("Dial %q: %v, want an error matching verbs.ErrInvalidArgument with %q", addr, err, nerr)
+		}
+		if _, err := d.Listen(addr); !errors.Is(err, verbs.ErrInvalidArgument) {
+			t.Errorf("Listen %q: %v, want verbs.ErrInvalidArgument", addr, err)
+		}
+	}
+	if qp.State() != verbs.StateReset {
+		t.Errorf("QP in %v after the failed Dials", qp.State())
 	}
 }
