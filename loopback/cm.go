@@ -92,7 +92,7 @@ func (r *connReq) PrivateData() []byte { return r.param.PrivateData }
 func (r *connReq) Param() provider.ConnParam { return r.param.WithDefaults(r.from.Device().Caps()) }
 
 func (r *connReq) Reject(privateData []byte) error {
-	if err := r.Answer(true, checkPrivateData(privateData), errLost); err != nil {
+	if err := r.Answer(true, checkPrivateData(privateData), nil, errLost); err != nil {
 		return r.lost(err)
 	}
 	r.reply <- connReply{err: cmkit.Rejected(privateData, "")}
@@ -139,14 +139,7 @@ func (r *connReq) refuse(err error) {
 // ORD each side can honour: a side's ORD never exceeds the other's IRD.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	own := ok && q.Device() == r.ln.dev
-	argErr := checkPrivateData(param.PrivateData)
-	if own && argErr == nil {
-		// A QP that cannot connect fails the call and leaves the request
-		// to another Accept, as on every transport.
-		argErr = q.CheckConnectable()
-	}
-	if err := r.Answer(own, argErr, errLost); err != nil {
+	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), q.CheckConnectable, errLost); err != nil {
 		return provider.ConnInfo{}, r.lost(err)
 	}
 	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())

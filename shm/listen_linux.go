@@ -194,8 +194,8 @@ type connReq struct {
 
 // answer claims the request for Accept (own: the QP is the listener
 // device's) or Reject; a request whose dialer left is closed.
-func (r *connReq) answer(own bool, pdErr error) error {
-	claimed, err := r.watch.Answer(&r.Claim, own, pdErr)
+func (r *connReq) answer(own bool, pdErr error, connectable func() error) error {
+	claimed, err := r.watch.Answer(&r.Claim, own, pdErr, connectable)
 	if claimed && err != nil {
 		r.close()
 	}
@@ -224,7 +224,7 @@ func (r *connReq) close() {
 
 // Reject refuses the request, sending privateData to the dialer.
 func (r *connReq) Reject(privateData []byte) error {
-	if err := r.answer(true, checkPrivateData(privateData)); err != nil {
+	if err := r.answer(true, checkPrivateData(privateData), nil); err != nil {
 		return err
 	}
 	defer r.close()
@@ -237,14 +237,7 @@ func (r *connReq) Reject(privateData []byte) error {
 // (RTU) or fails when it does not within ctx.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	own := ok && q.Device() == r.ln.dev
-	argErr := checkPrivateData(param.PrivateData)
-	if own && argErr == nil {
-		// A QP that cannot connect fails the call and leaves the request
-		// to another Accept, as on every transport.
-		argErr = q.CheckConnectable()
-	}
-	if err := r.answer(own, argErr); err != nil {
+	if err := r.answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), q.CheckConnectable); err != nil {
 		return provider.ConnInfo{}, err
 	}
 	l := r.ln.l

@@ -26,16 +26,30 @@ func (c *Claim) Take() bool { return c.taken.CompareAndSwap(false, true) }
 // Answer makes the checks every Accept makes before it touches its QP,
 // in this order, and claims the request when they pass: the QP is one of
 // the listener's device's (own), the private data fits (pdErr, from
-// CheckPrivateData), and nobody else claimed the request (taken is the
-// error then: ErrAnswered, or what a claim by the dialer's give-up means).
-func (c *Claim) Answer(own bool, pdErr, taken error) error {
+// CheckPrivateData), the QP can connect (connectable, asked only of an
+// own QP; nil for a Reject), and nobody else claimed the request (taken
+// is the error then: ErrAnswered, or what a claim by the dialer's give-up
+// means). A call that fails a check claims nothing: the request stays
+// for another Accept.
+func (c *Claim) Answer(own bool, pdErr error, connectable func() error, taken error) error {
+	if err := answerChecks(own, pdErr, connectable); err != nil {
+		return err
+	}
+	if !c.Take() {
+		return taken
+	}
+	return nil
+}
+
+// answerChecks is Answer's checks before the claim.
+func answerChecks(own bool, pdErr error, connectable func() error) error {
 	switch {
 	case !own:
 		return ForeignQP()
 	case pdErr != nil:
 		return pdErr
-	case !c.Take():
-		return taken
+	case connectable != nil:
+		return connectable()
 	}
 	return nil
 }

@@ -114,16 +114,16 @@ func TestTimeoutOrMatchesTheContext(t *testing.T) {
 func TestAnswerChecksInOrderAndClaimsOnce(t *testing.T) {
 	var c Claim
 	big := CheckPrivateData("test", make([]byte, 9), 8)
-	if err := c.Answer(false, big, ErrAnswered); !errors.Is(err, provider.ErrInvalidArgument) || !c.Pending() {
+	if err := c.Answer(false, big, nil, ErrAnswered); !errors.Is(err, provider.ErrInvalidArgument) || !c.Pending() {
 		t.Fatalf("foreign QP: %v (pending %v), want ErrInvalidArgument and no claim", err, c.Pending())
 	}
-	if err := c.Answer(true, big, ErrAnswered); err != big || !c.Pending() {
+	if err := c.Answer(true, big, nil, ErrAnswered); err != big || !c.Pending() {
 		t.Fatalf("long private data: %v (pending %v), want its error and no claim", err, c.Pending())
 	}
-	if err := c.Answer(true, nil, ErrAnswered); err != nil || c.Pending() {
+	if err := c.Answer(true, nil, nil, ErrAnswered); err != nil || c.Pending() {
 		t.Fatalf("first answer: %v (pending %v), want the claim", err, c.Pending())
 	}
-	if err := c.Answer(true, nil, ErrAnswered); !errors.Is(err, provider.ErrInvalidState) {
+	if err := c.Answer(true, nil, nil, ErrAnswered); !errors.Is(err, provider.ErrInvalidState) {
 		t.Fatalf("second answer: %v, want ErrAnswered", err)
 	}
 }

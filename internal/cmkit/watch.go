@@ -97,12 +97,9 @@ func (w *Watch) why() error {
 
 // Answer is Claim.Answer for a watched request: the same checks, in the
 // same order, then Claim.
-func (w *Watch) Answer(c *Claim, own bool, pdErr error) (claimed bool, err error) {
-	switch {
-	case !own:
-		return false, ForeignQP()
-	case pdErr != nil:
-		return false, pdErr
+func (w *Watch) Answer(c *Claim, own bool, pdErr error, connectable func() error) (claimed bool, err error) {
+	if err := answerChecks(own, pdErr, connectable); err != nil {
+		return false, err
 	}
 	return w.Claim(c)
 }
