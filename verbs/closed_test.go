@@ -136,6 +136,21 @@ func TestCloseRejectsUnansweredRequest(t *testing.T) {
 	}
 }
 
+// forEachCM runs f once per transport of cmProviders, with two of its
+// devices (b listening on ln) and a context bounding the test.
+func forEachCM(t *testing.T, f func(t *testing.T, ctx context.Context, a, b *verbs.Device, ln *verbs.Listener)) {
+	for name, open := range cmProviders() {
+		t.Run(name, func(t *testing.T) {
+			pa, pb, addr := open()
+			a, b := testkit.Open(t, pa), testkit.Open(t, pb)
+			ln := testkit.Must(b.Listen(addr))(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			f(t, ctx, a, b, ln)
+		})
+	}
+}
+
 // cmProviders are the transports whose connection management the verbs
 // layer ties to the device's life, each with the address to listen on.
 func cmProviders() map[string]func() (a, b verbs.Provider, addr string) {
@@ -173,31 +188,18 @@ func newQP(t *testing.T, d *verbs.Device) *verbs.QP {
 // otherwise hold every one it was ever handed.
 func TestDroppedRequestsForgotten(t *testing.T) {
 	const rounds = 150
-	for name, open := range cmProviders() {
-		t.Run(name, func(t *testing.T) {
-			pa, pb, addr := open()
-			a, b := testkit.Open(t, pa), testkit.Open(t, pb)
-			ln := testkit.Must(b.Listen(addr))(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for range rounds {
-				dctx, leave := context.WithCancel(ctx)
-				dialed := make(chan error, 1)
-				qa := newQP(t, a)
-				go func() {
-					_, err := a.Dial(dctx, ln.Addr(), qa, verbs.ConnParam{})
-					dialed <- err
-				}()
-				testkit.Must(ln.Accept(ctx))(t) // dropped, never answered
-				leave()
-				if err := <-dialed; err == nil {
-					t.Fatal("a dial nobody accepted connected")
-				}
-				qa.Close()
+	forEachCM(t, func(t *testing.T, ctx context.Context, a, b *verbs.Device, ln *verbs.Listener) {
+		for range rounds {
+			dctx, leave := context.WithCancel(ctx)
+			req, dialed := dialing(t, dctx, a, ln, verbs.ConnParam{})
+			_ = req // dropped, never answered
+			leave()
+			if err := <-dialed; err == nil {
+				t.Fatal("a dial nobody accepted connected")
 			}
-			if n := verbs.PendingRequests(b); n >= rounds/2 {
-				t.Fatalf("the device keeps %d of %d dropped requests whose dialers left", n, rounds)
-			}
-		})
-	}
+		}
+		if n := verbs.PendingRequests(b); n >= rounds/2 {
+			t.Fatalf("the device keeps %d of %d dropped requests whose dialers left", n, rounds)
+		}
+	})
 }
