@@ -116,7 +116,10 @@
 // waiting receiver keeps reading what arrives into its receive buffer,
 // and at the end of the stream its QP moves to ERR with
 // EventPeerDisconnected, as for any disconnect; the waiting message takes
-// no receive, and the sender's WR flushes (StatusWRFlushErr).
+// no receive, and the sender's WR flushes (StatusWRFlushErr). This holds
+// when the rest of the stream fits the receive buffer (up to 256 KiB) and
+// the socket's: behind a larger message TCP's flow control may keep the
+// sender's FIN at the sender, and the wait then ends by its RNR budget.
 // QPAttr.RNRRetry and MinRNRTimer are kept but not used. Caps.RNRRule says
 // the same.
 //
@@ -151,9 +154,9 @@
 // counts because a receiver waiting for a receive stops reading the
 // stream beyond its receive buffer, and Linux ends a connection whose
 // window stays shut for the user timeout although the peer answers its
-// probes: the sender must
-// outlast the peer's RNR wait (taken to be as long as ours) to learn its
-// outcome, RNR_RETRY_EXC_ERR, and not a lost peer. The 400 ms are twice
+// probes: the sender must outlast the peer's RNR wait (taken to be as
+// long as ours) to learn its outcome, RNR_RETRY_EXC_ERR, and not a lost
+// peer. The 400 ms are twice
 // TCP's minimum retransmission timeout, so that one lost segment cannot
 // end a connection before its retransmission could be answered. An
 // application that wants the QP's figure alone sets RNRBudget to at most

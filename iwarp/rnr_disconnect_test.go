@@ -15,7 +15,10 @@ import (
 // peer's QP moves to ERR with EventPeerDisconnected at once, not when its
 // RNR budget runs out with EventQPRequestErr; the waiting SEND flushes at
 // the sender. A SEND read whole and one streamed from the socket (larger
-// than an FPDU read whole) alike.
+// than an FPDU read whole) alike. Not a SEND larger than the receive
+// buffer and the socket hold: TCP's flow control then keeps the FIN at the
+// sender (the package doc says so), and the wait ends by its budget, as
+// CI showed for 1 MiB in one run of three.
 func TestDisconnectBehindRNRWait(t *testing.T) {
 	ends := []struct {
 		name string
@@ -25,7 +28,7 @@ func TestDisconnectBehindRNRWait(t *testing.T) {
 		{"QP.Close", func(_ *verbs.Device, qa *verbs.QP) { qa.Close() }},
 		{"Device.Close", func(a *verbs.Device, _ *verbs.QP) { a.Close() }},
 	}
-	for _, size := range []int{4, 48 << 10, 1 << 20} {
+	for _, size := range []int{4, 48 << 10} {
 		for _, tc := range ends {
 			t.Run(tc.name+"/"+strconv.Itoa(size), func(t *testing.T) {
 				a := openDev(t, iwarp.RNRBudget(4*time.Second))
