@@ -2,7 +2,6 @@ package loopback
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -92,31 +91,27 @@ func (r *connReq) PrivateData() []byte { return r.param.PrivateData }
 func (r *connReq) Param() provider.ConnParam { return r.param.WithDefaults(r.from.Device().Caps()) }
 
 func (r *connReq) Reject(privateData []byte) error {
-	if err := r.Answer(true, checkPrivateData(privateData), nil, errLost); err != nil {
+	if err := r.Answer(true, checkPrivateData(privateData), nil, cmkit.ErrAnswered); err != nil {
 		return r.lost(err)
 	}
 	r.reply <- connReply{err: cmkit.Rejected(privateData, "")}
 	return nil
 }
 
-// errLost stands for "somebody claimed the request first" until lost says
-// who.
-var errLost = errors.New("claimed")
-
 // lost says why an Accept or Reject that failed with err lost the
-// request: the dialer gave up (ErrTimeout), or it was answered already
-// (ErrInvalidState), as on every transport. Other errors pass unchanged.
+// request: cmkit.ErrDialerGone when the dialer's give-up claimed it, as
+// a watched request on the other transports says; other errors pass
+// unchanged.
 func (r *connReq) lost(err error) error {
-	if err != errLost {
+	if err != cmkit.ErrAnswered {
 		return err
 	}
 	r.mu.Lock()
-	gaveUp := r.gaveUp
-	r.mu.Unlock()
-	if gaveUp {
-		return fmt.Errorf("%w: the dialer gave up", provider.ErrTimeout)
+	defer r.mu.Unlock()
+	if r.gaveUp {
+		return cmkit.ErrDialerGone
 	}
-	return cmkit.ErrAnswered
+	return err
 }
 
 // giveUp is the dialer's claim when its context ends; it reports whether
@@ -139,7 +134,7 @@ func (r *connReq) refuse(err error) {
 // ORD each side can honour: a side's ORD never exceeds the other's IRD.
 func (r *connReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnParam) (provider.ConnInfo, error) {
 	q, ok := qp.(*soft.QP)
-	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), q.CheckConnectable, errLost); err != nil {
+	if err := r.Answer(ok && q.Device() == r.ln.dev, checkPrivateData(param.PrivateData), q.CheckConnectable, cmkit.ErrAnswered); err != nil {
 		return provider.ConnInfo{}, r.lost(err)
 	}
 	dial, acc := r.param.WithDefaults(r.from.Device().Caps()), param.WithDefaults(q.Device().Caps())
