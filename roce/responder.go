@@ -215,24 +215,13 @@ func (s *responder) rnr(psn ib.PSN) {
 
 // abort drops what the responder holds when the QP entered ERR: the
 // receive in progress is flushed, READ responses not yet sent are dropped;
-// queued ACKs and NAKs still go out. When the responder itself entered ERR
-// with a NAK (class C), the READ responses queued before the NAK answer
-// requests it executed, at PSNs before the NAK's: they stay and go out
-// first, as rxe sends a READ's responses before it handles the next
-// request. Dropping them left the requester, which takes the NAK as an
-// ACK of the PSNs before it, with a READ unanswered (only its responses
-// answer a READ); it retried the READ into a responder in ERR, which
-// answers nothing, so the READ ended RETRY_EXC_ERR without its bytes and
-// the rejected WR was flushed instead of reporting its remote error.
-//
-// A peer that went beyond the IRD broke the contract the bound on
-// responder resources rests on (checkResource) and gets none of its READs
-// answered further: that keeps what a hostile peer can draw within
-// IRD × request size (TestHostileReadsBeyondIRD).
-//
-// The resources are forgotten, so the READs still to send leave their
-// regions to the transmit batch rather than linger: a QP in ERR answers no
-// duplicate.
+// queued ACKs and NAKs still go out. When the responder entered ERR with
+// a NAK of its own (class C), the READ responses queued before it answer
+// READs at earlier PSNs, which the requester takes the NAK to acknowledge:
+// they stay and go out first, as rxe sends a READ's responses before it
+// handles the next request. A peer beyond its IRD gets none (that bounds
+// what it can draw: TestHostileReadsBeyondIRD). The resources are
+// forgotten: a QP in ERR answers no duplicate, so nothing lingers.
 func (s *responder) abort() {
 	if s.msg.recv != nil {
 		s.c.qp.CompleteRecv(s.msg.recv, soft.RecvResult{Status: provider.StatusWRFlushErr, Opcode: provider.WCRecv})
