@@ -38,11 +38,14 @@ type MR struct {
 }
 
 // readKeyed returns what get reads of m under the key table's read lock,
-// which guards every field Reregister changes: the accessors below.
+// which guards every field Reregister changes: the accessors below. get
+// only reads a field (it cannot panic), so there is no defer, and
+// readKeyed and get inline into each accessor: no call is left.
 func readKeyed[T any](m *MR, get func(*MR) T) T {
 	m.dev.keys.mu.RLock()
-	defer m.dev.keys.mu.RUnlock()
-	return get(m)
+	v := get(m)
+	m.dev.keys.mu.RUnlock()
+	return v
 }
 
 func (m *MR) LKey() uint32 { return readKeyed(m, func(m *MR) uint32 { return m.lkey }) }
