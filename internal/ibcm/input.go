@@ -145,14 +145,13 @@ func (a *Agent) onREQ(src netip.AddrPort, m ib.MAD, now time.Time) {
 	}
 	c := &Conn{a: a, Peer: src, LocalID: a.newID(), RemoteID: req.LocalCommID, RemoteGUID: req.LocalCAGUID,
 		tid: m.TID(), Req: req, state: StateREQRcvd}
-	// The application must answer within the peer's response timeout
-	// and retries; after that its REQ has timed out at the peer.
-	a.setDue(c, now.Add(Timeout(req.RemoteCMResponseTimeout)*time.Duration(int(req.MaxCMRetries)+1)))
 	a.conns[c.LocalID] = c
 	a.remote[k] = c
 	a.pending++
 	a.event(c, Event{Type: EventREQ, REQ: &c.Req})
-	if c.state == StateREQRcvd { // the owner answers later
+	if c.state == StateREQRcvd {
+		// The owner answers later, within the MRA's service timeout
+		// (sendMRA arms it); an answer in OnEvent armed its own.
 		c.sendMRA(now)
 	}
 }
