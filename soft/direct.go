@@ -53,9 +53,9 @@ func (qp *QP) CompleteSends(ws []*SendWQE) {
 		unblocked = unblocked || w.holdsRR
 		qp.completeSendLocked(w, provider.StatusSuccess, 0)
 	}
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep != nil && unblocked {
-		ep.SendReady()
+	if unblocked {
+		qp.unlockThen(Endpoint.SendReady)
+		return
 	}
+	qp.mu.Unlock()
 }

@@ -47,7 +47,8 @@ type Link interface {
 // must not block for long. Errored and SendReady may also be called on the
 // link's own goroutine from within NextSend, CompleteSend, NextRecv and
 // CompleteRecv, so they must not take a lock the link holds around those
-// calls.
+// calls. Detach comes after every other call under way has returned, and
+// no call starts after it; a method must not close or reset its own QP.
 type Endpoint interface {
 	// SendReady says the QP has send WQEs the link may start.
 	SendReady()

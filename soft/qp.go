@@ -43,6 +43,9 @@ type QP struct {
 	rq     recvQueue
 	ep     Endpoint
 	closed bool
+	// epCalls counts calls to ep under way outside mu (unlockThen); reset
+	// waits for them before it detaches ep.
+	epCalls atomic.Int64
 	// srqHead and srqTail chain the SRQ WQEs the QP took, oldest first;
 	// lastWQE says EventQPLastWQEReached was raised since it entered ERR.
 	srqHead, srqTail *RecvWQE
@@ -196,11 +199,11 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.qkey.Store(attr.QKey)
 	}
 	qp.setStateLocked(next)
-	ep = qp.ep
-	qp.mu.Unlock()
-	if ep != nil && next == provider.StateRTS {
-		ep.SendReady() // RTS from SQD resumes the queue
+	var resume func(Endpoint)
+	if next == provider.StateRTS {
+		resume = Endpoint.SendReady // RTS from SQD resumes the queue
 	}
+	qp.unlockThen(resume)
 	return nil
 }
 

@@ -74,11 +74,7 @@ func (qp *QP) Fail(ev provider.EventType, err error) {
 		qp.dev.event(provider.AsyncEvent{Type: ev, QPN: qp.qpn, Err: err})
 	}
 	qp.enterErrLocked()
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep != nil {
-		ep.Errored()
-	}
+	qp.unlockThen(Endpoint.Errored)
 }
 
 // modifyToErr is Modify's move to ERR, which every state may make, RESET
@@ -107,6 +103,24 @@ func (qp *QP) enterErrLocked() {
 	qp.retireRecvLocked()
 }
 
+// unlockThen releases mu and, if the QP has an endpoint, makes call on it
+// (a nil call makes none). The call holds the endpoint: reset waits for it
+// to return before Detach, because a link may free in Detach what its
+// methods touch (shm unmaps its control segments), and a user may close a
+// QP while another goroutine posts to it.
+// Precondition: qp.mu is held.
+func (qp *QP) unlockThen(call func(Endpoint)) {
+	ep := qp.ep
+	if ep == nil || call == nil {
+		qp.mu.Unlock()
+		return
+	}
+	qp.epCalls.Add(1)
+	qp.mu.Unlock()
+	call(ep)
+	qp.epCalls.Add(-1)
+}
+
 // reset returns the QP to RESET: the link lets go, every WQE is discarded
 // without a completion (IBA: "any state to RESET" removes all WQEs).
 func (qp *QP) reset() {
@@ -115,6 +129,7 @@ func (qp *QP) reset() {
 	qp.ep = nil
 	qp.mu.Unlock()
 	if ep != nil {
+		waitZero(&qp.epCalls) // no call starts now: they read a nil ep
 		ep.Detach()
 	}
 	qp.mu.Lock()
@@ -130,13 +145,11 @@ func (qp *QP) reset() {
 // Disconnect tells the peer the connection ends and moves the QP to ERR.
 func (qp *QP) Disconnect() error {
 	qp.mu.Lock()
-	ep := qp.ep
-	err := devcore.CheckDisconnect(qp.closed, ep != nil)
-	qp.mu.Unlock()
-	if err != nil {
+	if err := devcore.CheckDisconnect(qp.closed, qp.ep != nil); err != nil {
+		qp.mu.Unlock()
 		return err
 	}
-	ep.Disconnect()
+	qp.unlockThen(Endpoint.Disconnect)
 	qp.Fail(0, nil)
 	return nil
 }
@@ -145,15 +158,11 @@ func (qp *QP) Disconnect() error {
 // the CQs, the link lets go.
 func (qp *QP) Close() error {
 	qp.mu.Lock()
-	err := devcore.CloseOnce(&qp.closed)
-	ep := qp.ep
-	qp.mu.Unlock()
-	if err != nil {
+	if err := devcore.CloseOnce(&qp.closed); err != nil {
+		qp.mu.Unlock()
 		return err
 	}
-	if ep != nil {
-		ep.Disconnect()
-	}
+	qp.unlockThen(Endpoint.Disconnect)
 	qp.Fail(0, nil)
 	qp.reset()
 	qp.sendCQ.ring.Detach(qp)

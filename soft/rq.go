@@ -75,11 +75,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) error {
 		qp.rq.Flush()
 		qp.retireRecvLocked()
 	}
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep != nil {
-		ep.RecvReady()
-	}
+	qp.unlockThen(Endpoint.RecvReady)
 	return nil
 }
 
@@ -164,11 +160,7 @@ func (qp *QP) handOutRecvLocked(w *RecvWQE) (*RecvWQE, bool) {
 		return w, false
 	}
 	qp.completeRecvLocked(w, RecvResult{Status: w.preset, Opcode: provider.WCRecv})
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep != nil {
-		ep.Errored()
-	}
+	qp.unlockThen(Endpoint.Errored)
 	return nil, true
 }
 
@@ -182,12 +174,11 @@ func (qp *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 	}
 	wasErr := qp.state == provider.StateErr
 	qp.completeRecvLocked(w, r)
-	failed := !wasErr && qp.state == provider.StateErr
-	ep := qp.ep
-	qp.mu.Unlock()
-	if failed && ep != nil {
-		ep.Errored()
+	if !wasErr && qp.state == provider.StateErr {
+		qp.unlockThen(Endpoint.Errored)
+		return
 	}
+	qp.mu.Unlock()
 }
 
 // completeRecvLocked records the result and retires what it can.

@@ -70,15 +70,15 @@ func (qp *QP) PostSend(wrs []provider.SendWR) error {
 		return err
 	}
 	enqueueAll(qp.dev.keys, wrs, qp.enqueueSendLocked)
-	ep, state := qp.ep, qp.state
-	if state == provider.StateErr {
+	switch qp.state {
+	case provider.StateRTS:
+		qp.unlockThen(Endpoint.SendReady)
+		return nil
+	case provider.StateErr:
 		qp.sq.Flush()
 		qp.retireSendLocked()
 	}
 	qp.mu.Unlock()
-	if ep != nil && state == provider.StateRTS {
-		ep.SendReady()
-	}
 	return nil
 }
 

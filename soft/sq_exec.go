@@ -14,13 +14,13 @@ import (
 func (qp *QP) NextSend() *SendWQE {
 	qp.mu.Lock()
 	w, failed := qp.nextSendLocked()
-	ep := qp.ep
-	qp.mu.Unlock()
-	if failed && ep != nil {
+	if failed {
 		// A WQE finished here moved the QP to ERR: tell the link, as
 		// CompleteSend would, on this goroutine and without our lock.
-		ep.Errored()
+		qp.unlockThen(Endpoint.Errored)
+		return w
 	}
+	qp.mu.Unlock()
 	return w
 }
 
@@ -93,18 +93,13 @@ func (qp *QP) CompleteSend(w *SendWQE, st provider.Status, vendorErr uint32) {
 	wasErr := qp.state == provider.StateErr
 	unblocked := w.holdsRR
 	qp.completeSendLocked(w, st, vendorErr)
-	failed := !wasErr && qp.state == provider.StateErr
-	ep := qp.ep
-	qp.mu.Unlock()
-	if ep == nil {
-		return
-	}
-	if failed {
-		ep.Errored()
-		return
-	}
-	if unblocked {
-		ep.SendReady()
+	switch {
+	case !wasErr && qp.state == provider.StateErr:
+		qp.unlockThen(Endpoint.Errored)
+	case unblocked:
+		qp.unlockThen(Endpoint.SendReady)
+	default:
+		qp.mu.Unlock()
 	}
 }
 

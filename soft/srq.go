@@ -123,11 +123,7 @@ func (s *SRQ) PostRecv(wrs []provider.RecvWR) error {
 	s.mu.Unlock()
 	for _, qp := range wake {
 		qp.mu.Lock()
-		ep := qp.ep
-		qp.mu.Unlock()
-		if ep != nil {
-			ep.RecvReady()
-		}
+		qp.unlockThen(Endpoint.RecvReady)
 	}
 	return nil
 }

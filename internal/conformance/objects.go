@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -15,6 +17,7 @@ var objectTests = []test{
 	{"CQBusy", testCQBusy},
 	{"MRBusyWithOutstandingWR", testMRBusyWithOutstandingWR},
 	{"DoubleClose", testDoubleClose},
+	{"CloseWhilePosting", testCloseWhilePosting},
 	{"KeysRandom", testKeysRandom},
 	{"RetiredKeysNotReused", testRetiredKeysNotReused},
 }
@@ -226,5 +229,77 @@ func testRetiredKeysNotReused(t *testing.T, e *Env) {
 			t.Fatalf("retired key reused after deregistration")
 		}
 		noErr(t, m.Deregister())
+	}
+}
+
+// testCloseWhilePosting closes a connected QP while two goroutines post
+// WRITEs and receives to it and poll its CQ, as an application's writer
+// goroutine does when another closes the connection. Every post succeeds,
+// finds the queue full or fails with ErrClosed; nothing panics, faults or
+// hangs (a link may free in Detach what posting touches: shm's segments).
+func testCloseWhilePosting(t *testing.T, e *Env) {
+	for round := range 10 {
+		c := connect(t, e, ConnOpts{})
+		src := c.mr(64, verbs.AccessLocalWrite)
+		dst := c.peerMR(64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		var wg, started sync.WaitGroup
+		errs := make(chan error, 2)
+		for range 2 {
+			wg.Add(1)
+			started.Add(1)
+			go func() {
+				defer wg.Done()
+				wcs := make([]verbs.WorkCompletion, 16)
+				for i := 0; ; i++ {
+					if i == 8 {
+						started.Done()
+					}
+					flags := verbs.SendFlags(0)
+					if i%8 == 0 {
+						flags = verbs.SendSignaled
+					}
+					err := c.QP.PostSend([]verbs.SendWR{{ID: uint64(i), Opcode: verbs.OpWrite, Flags: flags,
+						SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote.At(0)}})
+					if err == nil {
+						err = c.QP.PostRecv([]verbs.RecvWR{{ID: uint64(i)}})
+					}
+					switch {
+					case errors.Is(err, verbs.ErrClosed):
+						if i < 8 {
+							started.Done()
+						}
+						errs <- nil
+						return
+					case err != nil && !errors.Is(err, verbs.ErrQueueFull):
+						if i < 8 {
+							started.Done()
+						}
+						errs <- err
+						return
+					}
+					if _, err := c.CQ.Poll(wcs); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		started.Wait()
+		for range round {
+			time.Sleep(time.Duration(round) * 10 * time.Microsecond) // close at a different point of each round
+		}
+		noErr(t, c.QP.Close())
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(Timeout):
+			t.Fatalf("round %d: posts still running %v after Close", round, Timeout)
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: post or poll beside Close: %v, want success, ErrQueueFull or ErrClosed", round, err)
+			}
+		}
 	}
 }
