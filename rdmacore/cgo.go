@@ -109,7 +109,15 @@ static int gv_gid(struct ibv_context *ctx, int n, uint8_t *gid, uint32_t *ifinde
 // gv_post_send and gv_post_recv return 0, or the provider's errno with
 // the index of the first WR it refused above bit 16: a bad-WR out
 // parameter would be a Go pointer that cgo moves to the heap, one
-// allocation per post.
+// allocation per post. ibv_post_send and ibv_post_recv return an errno,
+// but some providers return it negated (rdma-core 44's siw: an errno of
+// 65514 was -EINVAL in the low 16 bits).
+static int gv_post_result(int rc, int bad) {
+	if (rc < 0)
+		rc = -rc;
+	return rc ? (rc & 0xffff) | bad << 16 : 0;
+}
+
 static int gv_post_send(struct ibv_qp *qp, gv_swr *w, int n) {
 	struct ibv_send_wr wr[GV_BATCH], *b = NULL;
 	memset(wr, 0, sizeof(wr[0]) * n);
@@ -134,7 +142,7 @@ static int gv_post_send(struct ibv_qp *qp, gv_swr *w, int n) {
 			wr[i].imm_data = htobe32(w[i].imm);
 	}
 	int rc = ibv_post_send(qp, wr, &b);
-	return rc ? (rc & 0xffff) | (b ? (int)(b - wr) : 0) << 16 : 0;
+	return gv_post_result(rc, b ? (int)(b - wr) : 0);
 }
 
 static int gv_post_recv(struct ibv_qp *qp, gv_rwr *w, int n) {
@@ -146,7 +154,7 @@ static int gv_post_recv(struct ibv_qp *qp, gv_rwr *w, int n) {
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 	}
 	int rc = ibv_post_recv(qp, wr, &b);
-	return rc ? (rc & 0xffff) | (b ? (int)(b - wr) : 0) << 16 : 0;
+	return gv_post_result(rc, b ? (int)(b - wr) : 0);
 }
 
 static int gv_poll(struct ibv_cq *cq, gv_wc *out, int n) {
