@@ -165,3 +165,9 @@ func TestDialBadAddress(t *testing.T) {
 		t.Errorf("QP in %v after the failed Dials", qp.State())
 	}
 }
+
+// TestAcceptRacingQPClose: an Accept whose QP closes under it fails with
+// ErrClosed or succeeds, and the dialer hears at once.
+func TestAcceptRacingQPClose(t *testing.T) {
+	testkit.AcceptRacingClose(t, openDev(t), openDev(t), "127.0.0.1:0", 20)
+}

@@ -186,6 +186,14 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 		}
 	})
 	if !confirmed {
+		select {
+		case ev := <-x.ev:
+			if ev.typ == ibcm.EventRejected { // the acceptor's QP went away before our RTU
+				qp.Fail(provider.EventPeerDisconnected, provider.ErrRejected)
+				return provider.ConnInfo{}, rejectErr(&ev.rej, port)
+			}
+		default:
+		}
 		qp.Fail(provider.EventPeerDisconnected, provider.ErrTimeout)
 		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: the connection ended before its RTU", provider.ErrTimeout)}
 	}
@@ -436,9 +444,11 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 		q.Fail(provider.EventPeerDisconnected, provider.ErrTimeout)
 		return provider.ConnInfo{}, ctxErr(ctx, "accept", addr)
 	}
-	switch ev.typ {
-	case ibcm.EventEstablished:
-	case ibcm.EventRejected:
+	switch {
+	case ev.closed:
+		return provider.ConnInfo{}, &OpError{Op: "accept", Addr: addr, Err: fmt.Errorf("%w: the QP was destroyed before the dialer's RTU", provider.ErrClosed)}
+	case ev.typ == ibcm.EventEstablished:
+	case ev.typ == ibcm.EventRejected:
 		q.Fail(provider.EventPeerDisconnected, provider.ErrRejected)
 		return provider.ConnInfo{}, rejectErr(&ev.rej, r.ln.port)
 	default:

@@ -78,3 +78,16 @@ func TestDefectCMDialBadAddrIsInvalidArgument(t *testing.T) {
 		t.Fatal("a refused Dial left the QP in RTS")
 	}
 }
+
+// TestAcceptRacingQPClose: an Accept whose QP closes under it fails with
+// ErrClosed (it was a bare "use of closed network connection"), over the
+// side channel and the IB CM.
+func TestAcceptRacingQPClose(t *testing.T) {
+	for name, cm := range map[string]roce.CMMode{"side channel": roce.CMSideChannel, "IB CM": roce.CMIB} {
+		t.Run(name, func(t *testing.T) {
+			open := func() *verbs.Device { return testkit.Open(t, roce.New(roce.Options{Addr: "127.0.0.1:0", CM: cm})) }
+			a, b := open(), open()
+			testkit.AcceptRacingClose(t, a, b, "127.0.0.1:0", 20)
+		})
+	}
+}

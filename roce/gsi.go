@@ -154,6 +154,9 @@ type ibEvent struct {
 	typ ibcm.EventType
 	rep ib.CMRep
 	rej ib.CMRej
+	// closed: this side destroyed the QP before the connection was
+	// established (hangUp): no answer will come.
+	closed bool
 }
 
 // ibConn is one connection of the IB CM. Its fields are guarded by the
@@ -207,6 +210,11 @@ func (g *gsi) onEvent(c *ibcm.Conn, ev ibcm.Event) {
 	if ev.Rej != nil {
 		m.rej = *ev.Rej
 	}
+	x.notify(m)
+}
+
+// notify hands m to the Dial or Accept that waits, if there is room.
+func (x *ibConn) notify(m ibEvent) {
 	select {
 	case x.ev <- m:
 	default: // nobody can be waiting for more than a few
@@ -254,6 +262,7 @@ func (x *ibConn) hangUp(now time.Time) {
 		x.c.Disconnect(now)
 	case ibcm.StateREPSent, ibcm.StateREPRcvd:
 		x.c.Reject(ib.RejConsumer, nil)
+		x.notify(ibEvent{closed: true}) // an Accept waiting for the RTU ends now, not at its deadline
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/shm"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -59,4 +60,11 @@ func TestBacklogFullRejects(t *testing.T) {
 	if rejected < dialers-shm.Backlog {
 		t.Errorf("%d of %d dialers refused, want at least the %d over the backlog", rejected, dialers, dialers-shm.Backlog)
 	}
+}
+
+// TestAcceptRacingQPClose: an Accept whose QP closes under it fails with
+// ErrClosed (it said ErrTimeout: "no confirmation from the dialer").
+func TestAcceptRacingQPClose(t *testing.T) {
+	a, b := newSide(t, shm.Options{}), newSide(t, shm.Options{})
+	testkit.AcceptRacingClose(t, a.dev, b.dev, "", 20)
 }

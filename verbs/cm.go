@@ -80,14 +80,20 @@ func (d *Device) beginCM(ctx context.Context) (_ context.Context, end func(), _ 
 	}, nil
 }
 
-// cmError is what a connection-management call returns for the provider's
-// err: ErrClosed when the device closed under the call, whatever the
-// transport made of its cancelled context.
-func (d *Device) cmError(err error) error {
-	if err == nil || d.cm.closing.Err() == nil || errors.Is(err, ErrClosed) {
+// cmError is what a connection-management call on qp returns for the
+// provider's err: ErrClosed when the device or the QP closed under the
+// call, whatever the transport made of it (a cancelled context, a socket
+// closed under a read, a confirmation that never came).
+func (d *Device) cmError(err error, qp *QP) error {
+	switch {
+	case err == nil || errors.Is(err, ErrClosed):
 		return err
+	case d.cm.closing.Err() != nil:
+		return fmt.Errorf("%w: the device closed during connection setup (%v)", ErrClosed, err)
+	case qp.closed.Load():
+		return fmt.Errorf("%w: the QP closed during connection setup (%v)", ErrClosed, err)
 	}
-	return fmt.Errorf("%w: the device closed during connection setup (%v)", ErrClosed, err)
+	return err
 }
 
 // handOut records a request Listener.Accept returns. On a device closed in

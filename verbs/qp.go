@@ -246,7 +246,7 @@ func (d *Device) Dial(ctx context.Context, addr string, qp *QP, param ConnParam)
 	}
 	defer end()
 	info, err := d.p.Dial(ctx, addr, qp.p, param)
-	return info, d.cmError(err)
+	return info, d.cmError(err, qp)
 }
 
 // Listener accepts connection requests.
@@ -288,7 +288,11 @@ func (r *ConnRequest) PrivateData() []byte { return r.p.PrivateData() }
 func (r *ConnRequest) Param() ConnParam { return r.p.Param() }
 
 // Accept connects qp (in RESET or INIT) to the initiator; qp is in RTS on
-// success.
+// success. Accept fails with ErrClosed if qp is closed before or during
+// it. A request Accept refuses before it reaches the transport (a QP of
+// another device, a closed QP) stays unanswered, as after rdma_accept's
+// argument errors: accept it with another QP or Reject it, or the
+// initiator waits until its own deadline (Device.Close rejects it).
 func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (ConnInfo, error) {
 	if qp == nil || qp.pd.dev != r.dev {
 		return ConnInfo{}, fmt.Errorf("%w: QP of another device", ErrInvalidArgument)
@@ -303,7 +307,7 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, param ConnParam) (Conn
 	defer end()
 	r.dev.answered(r)
 	info, err := r.p.Accept(ctx, qp.p, param)
-	return info, r.dev.cmError(err)
+	return info, r.dev.cmError(err, qp)
 }
 
 // Reject refuses the request and sends privateData to the initiator.
