@@ -435,3 +435,44 @@ func TestPlacedNoticesBatchAndReplaceProbes(t *testing.T) {
 		t.Errorf("%d Placed notices for %d receives", sent, n)
 	}
 }
+
+// TestSignaledWriteThenSendNeedsNoProbe: a stream's pattern in rsocket's
+// iWARP mode, every WR signalled, each WRITE followed by the SEND of its
+// message word. The SEND's Placed notice confirms the WRITE before it, so
+// no probe goes out between them; every WR still completes with SUCCESS,
+// in order.
+func TestSignaledWriteThenSendNeedsNoProbe(t *testing.T) {
+	const n = 16
+	p := newPair(t)
+	src := must(p.pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
+	dst := must(p.pb.RegisterMR(make([]byte, 64*n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
+	recvs := make([]verbs.RecvWR, n)
+	for i := range recvs {
+		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{dst.SGE(64*i, 4)}}
+	}
+	if err := p.qb.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range n {
+		wrs := []verbs.SendWR{
+			{ID: uint64(2 * i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 32)}, Remote: dst.Remote().At(uint64(64*i + 32))},
+			{ID: uint64(2*i + 1), Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(32, 4)}},
+		}
+		if err := p.qa.PostSend(wrs); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 2 {
+			if wc := testkit.PollOne(t, ctx, p.cqa); wc.ID != uint64(2*i+j) || wc.Status != verbs.StatusSuccess {
+				t.Fatalf("WR %d completed %+v (%v)", 2*i+j, wc, wc.Status)
+			}
+		}
+		if wc := testkit.PollOne(t, ctx, p.cqb); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
+			t.Fatalf("receive %d completed %+v (%v)", i, wc, wc.Status)
+		}
+	}
+	if probes := counter(p.qa, "probes"); probes != 0 {
+		t.Errorf("%d probes for %d signalled WRITEs that the next SEND's Placed notice confirms", probes, n)
+	}
+}

@@ -176,7 +176,7 @@ func (e *endpoint) pickNext(m *txMsg) bool {
 		e.startWQE(m, w)
 		return true
 	}
-	if t.lastSignaled && e.startProbe(m, t.sinceProbe >= probeEvery) {
+	if t.lastSignaled && !e.noticeNext() && e.startProbe(m, t.sinceProbe >= probeEvery) {
 		return true
 	}
 	for {
@@ -202,6 +202,22 @@ func (e *endpoint) pickNext(m *txMsg) bool {
 		e.startWQE(m, w)
 		return true
 	}
+}
+
+// noticeNext reports whether the next WR of the send queue consumes a
+// receive at a peer that confirms it with a Placed notice. That notice
+// confirms the signalled WR just sent as well, so a probe for it now would
+// add a request and a response to the wire for nothing: a stream's WRITE
+// followed by the SEND of its message word (rsocket's iWARP mode) sent
+// three FPDUs and got two back, not two and one. If the next WR cannot
+// start after all (a fence), the probe goes out when NextSend finds none.
+// Precondition: e.tx.mu is held.
+func (e *endpoint) noticeNext() bool {
+	if e.ext&featurePlaced == 0 {
+		return false
+	}
+	op, ok := e.qp.PeekSend()
+	return ok && op.IsSend()
 }
 
 // wrNeeds returns the extension a WR's opcode needs from the peer (zero

@@ -66,6 +66,20 @@ func (qp *QP) nextSendLocked() (w *SendWQE, failed bool) {
 	return nil, false
 }
 
+// PeekSend returns the opcode of the WQE NextSend would look at next, and
+// false when the send queue holds none to start. It lets a link plan (iwarp
+// skips a probe when the next message is one its peer confirms anyway);
+// NextSend still decides what starts.
+func (qp *QP) PeekSend() (provider.Opcode, bool) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	q := &qp.sq
+	if qp.state != provider.StateRTS || q.Next == q.Head {
+		return 0, false
+	}
+	return q.slot(q.Next).WR.Opcode, true
+}
+
 func statusIf(ok bool, fail provider.Status) provider.Status {
 	if ok {
 		return provider.StatusSuccess
