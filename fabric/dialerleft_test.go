@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testkit"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -31,19 +32,11 @@ func TestAcceptAfterDialerLeftGap(t *testing.T) {
 			defer a.Close()
 			b := must(verbs.Open(p))(t)
 			defer b.Close()
-			newQP := func(d *verbs.Device) *verbs.QP {
-				pd := must(d.AllocPD())(t)
-				cq := must(d.CreateCQ(16))(t)
-				qp := must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
-					Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
-				t.Cleanup(func() { qp.Close() })
-				return qp
-			}
 			ln := must(b.Listen("127.0.0.1:0"))(t)
 			defer ln.Close()
 
 			gone, cancelGone := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			_, err := a.Dial(gone, ln.Addr(), newQP(a), verbs.ConnParam{PrivateData: []byte("gone")})
+			_, err := a.Dial(gone, ln.Addr(), testkit.SmallQP(t, a), verbs.ConnParam{PrivateData: []byte("gone")})
 			cancelGone()
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("dial nobody accepts: %v, want context.DeadlineExceeded", err)
@@ -56,7 +49,7 @@ func TestAcceptAfterDialerLeftGap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bqp := newQP(b)
+			bqp := testkit.SmallQP(t, b)
 			if string(r.PrivateData()) == "gone" {
 				// The gap: the dead request is handed out. Its Accept ends
 				// with its context.
@@ -76,7 +69,7 @@ func TestAcceptAfterDialerLeftGap(t *testing.T) {
 					if st := bqp.State(); st != verbs.StateErr {
 						t.Fatalf("QP accepted for a dialer that left is in %v after 5 s, want ERR (the peer's shutdown)", st)
 					}
-					bqp = newQP(b)
+					bqp = testkit.SmallQP(t, b)
 				case !errors.Is(err, verbs.ErrTimeout) && !errors.Is(err, verbs.ErrDisconnected) && !errors.Is(err, verbs.ErrRejected) &&
 					!errors.Is(err, syscall.EIO):
 					t.Fatalf("accept of a request whose dialer left: %v", err)
@@ -98,7 +91,7 @@ func TestAcceptAfterDialerLeftGap(t *testing.T) {
 			// The listener and the QP serve the next dialer.
 			done := make(chan error, 1)
 			go func() {
-				_, err := a.Dial(ctx, ln.Addr(), newQP(a), verbs.ConnParam{PrivateData: []byte("live")})
+				_, err := a.Dial(ctx, ln.Addr(), testkit.SmallQP(t, a), verbs.ConnParam{PrivateData: []byte("live")})
 				done <- err
 			}()
 			if string(r.PrivateData()) == "gone" {

@@ -398,16 +398,7 @@ func TestPlacedNoticeConfirmsWithoutProbe(t *testing.T) {
 // than receives.
 func TestPlacedNoticesBatchAndReplaceProbes(t *testing.T) {
 	const n = 16
-	p := newPair(t)
-	src := must(p.pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
-	dst := must(p.pb.RegisterMR(make([]byte, 64*n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-	recvs := make([]verbs.RecvWR, n)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{dst.SGE(64*i, 64)}}
-	}
-	if err := p.qb.PostRecv(recvs); err != nil {
-		t.Fatal(err)
-	}
+	p, src, dst := pairWithRecvs(t, n, 64)
 	wrs := []verbs.SendWR{{ID: 100, Opcode: verbs.OpWrite, SGL: []verbs.SGE{src.SGE(0, 8)}, Remote: dst.Remote().At(0)}}
 	for i := range n {
 		wrs = append(wrs, verbs.SendWR{ID: uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled,
@@ -443,16 +434,7 @@ func TestPlacedNoticesBatchAndReplaceProbes(t *testing.T) {
 // in order.
 func TestSignaledWriteThenSendNeedsNoProbe(t *testing.T) {
 	const n = 16
-	p := newPair(t)
-	src := must(p.pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
-	dst := must(p.pb.RegisterMR(make([]byte, 64*n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
-	recvs := make([]verbs.RecvWR, n)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{dst.SGE(64*i, 4)}}
-	}
-	if err := p.qb.PostRecv(recvs); err != nil {
-		t.Fatal(err)
-	}
+	p, src, dst := pairWithRecvs(t, n, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range n {
@@ -475,4 +457,21 @@ func TestSignaledWriteThenSendNeedsNoProbe(t *testing.T) {
 	if probes := counter(p.qa, "probes"); probes != 0 {
 		t.Errorf("%d probes for %d signalled WRITEs that the next SEND's Placed notice confirms", probes, n)
 	}
+}
+
+// pairWithRecvs connects a pair, registers 64 bytes to send from on A and
+// n 64-byte slots on B (remote-writable), and posts n receives on B, the
+// i-th into the first recvLen bytes of slot i.
+func pairWithRecvs(t *testing.T, n, recvLen int) (p *pair, src, dst *verbs.MR) {
+	p = newPair(t)
+	src = must(p.pa.RegisterMR(make([]byte, 64), verbs.AccessLocalWrite))
+	dst = must(p.pb.RegisterMR(make([]byte, 64*n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite))
+	recvs := make([]verbs.RecvWR, n)
+	for i := range recvs {
+		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{dst.SGE(64*i, recvLen)}}
+	}
+	if err := p.qb.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	return p, src, dst
 }

@@ -19,16 +19,8 @@ import (
 func AcceptRacingClose(t *testing.T, a, b *verbs.Device, addr string, rounds int) {
 	ln := Must(b.Listen(addr))(t)
 	defer ln.Close()
-	qpOf := func(d *verbs.Device) *verbs.QP {
-		pd := Must(d.AllocPD())(t)
-		cq := Must(d.CreateCQ(16))(t)
-		qp := Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
-			Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
-		t.Cleanup(func() { qp.Close(); cq.Close(); pd.Close() })
-		return qp
-	}
 	for round := range rounds {
-		qa, qb := qpOf(a), qpOf(b)
+		qa, qb := SmallQP(t, a), SmallQP(t, b)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		dialed := make(chan error, 1)
 		go func() {
@@ -64,4 +56,17 @@ func AcceptRacingClose(t *testing.T, a, b *verbs.Device, addr string, rounds int
 			t.Errorf("round %d: Dial ended %v after the Accept began (%v; Accept took %v: %v), want well within its deadline", round, took, derr, accepted, aerr)
 		}
 	}
+}
+
+// SmallQP makes an RC QP of four WRs a queue with its own PD and 16-entry
+// CQ on d, for connection tests that move little or no data; the test's
+// cleanup closes all three.
+func SmallQP(t testing.TB, d *verbs.Device) *verbs.QP {
+	t.Helper()
+	pd := Must(d.AllocPD())(t)
+	cq := Must(d.CreateCQ(16))(t)
+	qp := Must(pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}))(t)
+	t.Cleanup(func() { qp.Close(); cq.Close(); pd.Close() })
+	return qp
 }
