@@ -99,10 +99,7 @@ func (l *link) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)
 	}
 	tuneSocket(c, userTimeout)
-	if l.cfg.wrap != nil {
-		c = l.cfg.wrap(c)
-	}
-	return c, nil
+	return l.wrap(c), nil
 }
 
 // exchange sends the MPA Request and reads the Reply.

@@ -214,7 +214,7 @@ func (e *endpoint) start() {
 	// change keeps the value set here.
 	a := e.qp.Attr()
 	ut := qpUserTimeout(a.Timeout, a.RetryCnt, e.rnrBudget)
-	tuneSocket(e.conn, ut)
+	tuneSocket(socketOf(e.conn), ut)
 	if per := ib.LocalACKTimeout(a.Timeout); per > 0 && !e.local {
 		e.stallLimit.Store(int64(ut))
 		e.stallEvery.Store(int64(max(per, minStallEvery)))
@@ -374,7 +374,7 @@ func (e *endpoint) onStallTimer() {
 	e.stallMu.Unlock()
 	limit := time.Duration(e.stallLimit.Load())
 	if quiet >= limit {
-		if silent, ok := peerSilentFor(e.conn, limit); silent && ok {
+		if silent, ok := peerSilentFor(socketOf(e.conn), limit); silent && ok {
 			e.failConn(fmt.Errorf("%w: nothing from the peer for %v, the QP's timeout × tries",
 				syscall.ETIMEDOUT, quiet.Round(time.Millisecond)))
 			return

@@ -133,9 +133,7 @@ func (lis *listener) handshake(h *cmkit.Handshake[net.Conn]) {
 	l := lis.link
 	remote := c.RemoteAddr().String()
 	tuneSocket(c, userTimeout)
-	if l.cfg.wrap != nil {
-		c = l.cfg.wrap(c)
-	}
+	c = l.wrap(c)
 	c.SetDeadline(h.Admitted.Add(min(l.cfg.requestTimeout, l.cfg.mpaTimeout))) // the whole Request is due by then
 	f, err := readFrame(&deliveredBy{Conn: c})
 	var o offer

@@ -237,6 +237,41 @@ func WaitForInitiator(on bool) Option { return func(c *config) { c.eagerResponde
 // removes the wrapper.
 func WrapConn(f func(net.Conn) net.Conn) Option { return func(c *config) { c.wrap = f } }
 
+// wrappedConn is what the WrapConn function returned for a connection,
+// with the TCP socket beneath it. The engine reads and writes through the
+// wrapper, but sets the socket's options (the connected QP's
+// TCP_USER_TIMEOUT) and reads its TCP_INFO (the stall watchdog) on the
+// socket itself: through the wrapper it could do neither, and a lost peer
+// took the handshake's 30 s to notice, not the QP's 1.5 s.
+type wrappedConn struct {
+	net.Conn
+	sock net.Conn
+}
+
+// CloseWrite half-closes through the wrapper, where it can.
+func (w *wrappedConn) CloseWrite() error {
+	if cw, ok := w.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// wrap applies the WrapConn function, if any, to c.
+func (l *link) wrap(c net.Conn) net.Conn {
+	if l.cfg.wrap == nil {
+		return c
+	}
+	return &wrappedConn{Conn: l.cfg.wrap(c), sock: c}
+}
+
+// socketOf returns the TCP socket under c.
+func socketOf(c net.Conn) net.Conn {
+	if w, ok := c.(*wrappedConn); ok {
+		return w.sock
+	}
+	return c
+}
+
 // OnRefused installs a function told about every connection the listening
 // side refuses before an application sees it: a malformed or hostile MPA
 // Request, a client too slow to send one, one evicted to make room for a

@@ -2,6 +2,7 @@ package iwarp_test
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -184,5 +185,53 @@ func TestRNRWaitIsNotALostPeer(t *testing.T) {
 	}
 	if first != verbs.StatusRNRRetryExcErr {
 		t.Errorf("first SEND completed %v, want %v: the sender took the receiver's RNR wait for a lost peer", first, verbs.StatusRNRRetryExcErr)
+	}
+}
+
+// passThrough hides the *net.TCPConn under a net.Conn that only forwards,
+// as a capture or fault-injecting WrapConn does.
+type passThrough struct{ net.Conn }
+
+// TestWrappedConnGetsQPTimeout: a connection under WrapConn gets the QP's
+// TCP_USER_TIMEOUT too. Through the wrapper the engine could not set it,
+// and the socket kept the handshake's 30 s: a lost peer took 30 s to
+// notice, not the QP's 1.4 s.
+func TestWrappedConnGetsQPTimeout(t *testing.T) {
+	wrap := iwarp.WrapConn(func(c net.Conn) net.Conn { return passThrough{c} })
+	a, b := openDev(t, wrap), openDev(t, wrap)
+	qa, _ := newQP(t, a, must(a.AllocPD()))
+	qb, _ := newQP(t, b, must(b.AllocPD()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ln := must(b.Listen("127.0.0.1:0"))
+	defer ln.Close()
+	srv := make(chan error, 1)
+	var srvInfo verbs.ConnInfo
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err == nil {
+			srvInfo, err = req.Accept(ctx, qb, verbs.ConnParam{})
+		}
+		srv <- err
+	}()
+	info, err := a.Dial(ctx, ln.Addr(), qa, verbs.ConnParam{})
+	if err == nil {
+		err = <-srv
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := iwarp.DefaultRNRBudget + 400*time.Millisecond
+	for _, end := range []struct{ name, local string }{{"dialer", info.LocalAddr}, {"acceptor", srvInfo.LocalAddr}} {
+		// The acceptor's engine starts with its Accept; the dialer's
+		// a moment after Dial returns.
+		got := userTimeoutOf(t, end.local)
+		for deadline := time.Now().Add(2 * time.Second); got != want && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+			got = userTimeoutOf(t, end.local)
+		}
+		if got != want {
+			t.Errorf("%s, wrapped: TCP_USER_TIMEOUT %v, want the QP's %v", end.name, got, want)
+		}
 	}
 }
