@@ -135,6 +135,15 @@
 // QP that enters ERR in the middle of sending a fragmented message ends the
 // connection, since the peer would wait for the rest forever.
 //
+// A peer that is alive but does not run (stopped by SIGSTOP or a debugger)
+// is not detected: the QP's Timeout and RetryCnt are not enforced on the
+// ring. Its direct WRITEs, READs and atomics still complete (they need no
+// CPU of the peer's), but a SEND, an owner-served request or anything that
+// waits for the peer's engine stays outstanding, with the QP in RTS, until
+// the peer runs again (then it completes) or dies (then it fails at once).
+// iwarp and roce fail the same work with RETRY_EXC_ERR after the QP's
+// retry budget.
+//
 // # What the operating system enforces, and what it cannot
 //
 // The OS enforces that a peer reaches only the regions exported to it (it
