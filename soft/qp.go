@@ -199,11 +199,11 @@ func (qp *QP) Modify(attr *provider.QPAttr, mask provider.AttrMask) error {
 		qp.qkey.Store(attr.QKey)
 	}
 	qp.setStateLocked(next)
-	var resume func(Endpoint)
-	if next == provider.StateRTS {
-		resume = Endpoint.SendReady // RTS from SQD resumes the queue
+	if next != provider.StateRTS {
+		qp.mu.Unlock()
+		return nil
 	}
-	qp.unlockThen(resume)
+	qp.unlockThen(Endpoint.SendReady) // RTS from SQD resumes the queue
 	return nil
 }
 

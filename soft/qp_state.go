@@ -103,15 +103,15 @@ func (qp *QP) enterErrLocked() {
 	qp.retireRecvLocked()
 }
 
-// unlockThen releases mu and, if the QP has an endpoint, makes call on it
-// (a nil call makes none). The call holds the endpoint: reset waits for it
+// unlockThen releases mu and, if the QP has an endpoint, makes call on
+// it. The call holds the endpoint: reset waits for it
 // to return before Detach, because a link may free in Detach what its
 // methods touch (shm unmaps its control segments), and a user may close a
 // QP while another goroutine posts to it.
 // Precondition: qp.mu is held.
 func (qp *QP) unlockThen(call func(Endpoint)) {
 	ep := qp.ep
-	if ep == nil || call == nil {
+	if ep == nil {
 		qp.mu.Unlock()
 		return
 	}

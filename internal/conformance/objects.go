@@ -255,11 +255,13 @@ func testCloseWhilePosting(t *testing.T, e *Env) {
 			started.Add(1)
 			go func() {
 				defer wg.Done()
+				posting := sync.OnceFunc(started.Done) // after 8 posts, or on leaving early
+				defer posting()
 				wcs := make([]verbs.WorkCompletion, 16)
 				sge := []verbs.SGE{src.SGE(32*g, 32)}
 				for i := 0; ; i++ {
 					if i == 8 {
-						started.Done()
+						posting()
 					}
 					flags := verbs.SendFlags(0)
 					if i%8 == 0 {
@@ -274,9 +276,6 @@ func testCloseWhilePosting(t *testing.T, e *Env) {
 						_, err = c.CQ.Poll(wcs)
 					}
 					if err != nil {
-						if i < 8 {
-							started.Done()
-						}
 						if closing.Load() {
 							err = nil
 						}
