@@ -9,7 +9,9 @@ func init() {
 	register(Transport{
 		Name:    "iwarp",
 		Summary: "iWARP over TCP (MPA/DDP/RDMAP, siw-compatible wire)",
-		Engines: 1,
+		// Busy-polling, the receive goroutine parks while the run
+		// polls: the pollers read the sockets (iwarp's drive_poll.go).
+		Engines: 0,
 		Reach:   ReachNetwork,
 		New: each(func(_ string, o Open) provider.Provider {
 			return iwarp.New(iwarp.BusyPoll(o.BusyPoll))

@@ -54,8 +54,15 @@
 // (yielding with runtime.Gosched between attempts, and, once 20 µs passed
 // without data, its thread to the OS now and then): the lowest latency, at
 // the price of one CPU per connection kept busy even when idle (see
-// docs/bench/iwarp.md for the figures). A Poll that keeps finding the CQ
-// empty yields its thread in the same way (soft.PollYielder), so that
+// docs/bench/iwarp.md for the figures). An application that keeps
+// polling a CQ of the connection (64 empty Polls with no Wait between
+// them) takes the receive path over as a waiter does: each empty Poll
+// reads what the socket holds without waiting and handles it on the
+// polling goroutine, and the receive goroutine parks until a Wait, an
+// FPDU too large to read whole, a SEND that finds no receive posted, or a
+// millisecond with no Poll gives it back; so a busy-polling connection
+// end spins one goroutine, not two (BENCHMARKS.md §23). A Poll that keeps
+// finding the CQ empty yields its thread now and then (soft.PollYielder), so that
 // spinners on a machine with fewer CPUs than spinning threads leave the
 // peer, in this process or another, a CPU to send what they wait for.
 // Applications that choose it should poll their CQs or memory without

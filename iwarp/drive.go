@@ -92,11 +92,13 @@ type waitDrive struct {
 	pending bool  // a kick came between reads: the next read returns at once
 	err     error // a driver's stream failure, for the receive goroutine
 
-	drives   atomic.Uint64 // waiters that took the turn, for the park timer
-	coolTill atomic.Int64  // UnixNano before which no waiter drives
-	unpark   chan struct{} // the turn was given back
-	timer    *time.Timer
-	self     soft.Interrupter // the endpoint, registered with CQ.BeginDrive
+	drives     atomic.Uint64 // waiters and pollers that took the turn, for the park timer
+	pollDrives atomic.Uint64 // poll passes (drive_poll.go), a counter
+	spins      atomic.Uint32 // empty Polls since the last ask or Wait (drive_poll.go)
+	coolTill   atomic.Int64  // UnixNano before which no waiter drives
+	unpark     chan struct{} // the turn was given back
+	timer      *time.Timer
+	self       soft.Interrupter // the endpoint, registered with CQ.BeginDrive
 }
 
 func (wd *waitDrive) init(e *endpoint) {
@@ -157,10 +159,7 @@ func (e *endpoint) DriveWait(ctx context.Context, cq *soft.CQ, solicitedOnly boo
 	wd.mu.Unlock()
 	wd.turn.Unlock()
 	if back {
-		select {
-		case wd.unpark <- struct{}{}:
-		default:
-		}
+		wd.giveBack()
 	}
 }
 

@@ -125,6 +125,7 @@ type endpoint struct {
 	finished   chan struct{} // closed when the receive goroutine ended
 	life       sync.Mutex    // orders start against Detach
 	started    bool
+	undrive    func() // takes the endpoint off its QP's CQs' pollers (drive_poll.go); set by start
 	probeTimer *time.Timer
 	probeArmed atomic.Bool
 	// The stall watchdog (onStallTimer): a tick every stallEvery (the
@@ -220,6 +221,9 @@ func (e *endpoint) start() {
 		e.stallEvery.Store(int64(max(per, minStallEvery)))
 	}
 	e.link.eps.Add(e) // false only once the link closed, after its QPs
+	if e.pollsDrive() {
+		e.undrive = e.qp.DriveFromPolls(e)
+	}
 	go e.rxLoop()
 	go e.txLoop()
 	e.life.Unlock()
@@ -444,6 +448,7 @@ func (e *endpoint) Counters() []provider.Counter {
 		{Name: "peer_features", Value: uint64(e.ext)},
 		{Name: "max_ulpdu", Value: uint64(e.maxULPDU)},
 		{Name: "busy_poll", Value: b2u(e.raw != nil && e.raw.busyPoll())},
-		{Name: "waiter_drives", Value: e.wd.drives.Load()},
+		{Name: "waiter_drives", Value: e.wd.drives.Load() - e.wd.pollDrives.Load()},
+		{Name: "poller_drives", Value: e.wd.pollDrives.Load()},
 	}
 }

@@ -96,7 +96,9 @@ func CRC(on bool) Option { return func(c *config) { c.crc = on } }
 // BusyPoll selects the busy-polling mode: each connection's receive
 // goroutine spins on non-blocking reads instead of parking in the Go
 // netpoller, and a sender that finds the socket full spins instead of
-// parking. It trades one CPU per connection (kept busy even when idle; the
+// parking. While the application keeps polling a CQ of the connection,
+// its empty Polls read the socket instead and the receive goroutine parks
+// (see drive_poll.go). It trades one CPU per connection (kept busy even when idle; the
 // goroutine yields with runtime.Gosched between attempts, and after 20 µs
 // without data yields its thread to the OS now and then, so that on a
 // machine short of CPUs the spinners do not starve the peer they wait for)
@@ -109,7 +111,9 @@ func BusyPoll(on bool) Option { return func(c *config) { c.busyPoll = on } }
 // WaitDrive lets a goroutine that waits on a CQ run the receive path of
 // the one connection completing into it, parked in the connection's
 // socket, instead of being woken by the connection's receive goroutine:
-// one wake-up per message instead of two (see drive.go). Default on; off
+// one wake-up per message instead of two (see drive.go); and, with
+// BusyPoll, lets a goroutine that keeps polling a CQ of the connection
+// read the socket in its empty Polls (drive_poll.go). Default on; off
 // restores the receive goroutine as the only reader (for comparison).
 func WaitDrive(on bool) Option { return func(c *config) { c.noWaitDrive = !on } }
 

@@ -63,7 +63,8 @@ type rxState struct {
 	timer              *time.Timer
 	peekTimer          *time.Timer // the RNR wait's look at the stream (peekEnded)
 	rest               int         // bytes of the FPDU being handled after r, when streamed
-	driving            bool        // a CQ waiter runs the receive path (drive.go)
+	driving            bool        // a CQ waiter or poller runs the receive path (drive.go, drive_poll.go)
+	polling            bool        // a poller does: no read waits
 	streaming          bool        // inside a streamed FPDU: no read may end at a kick
 	gateOpened         bool        // this FPDU opened the responder's gate: wake the send engine after it
 
@@ -93,6 +94,9 @@ func (x *rxState) init() {
 func (e *endpoint) rxLoop() {
 	defer close(e.finished)
 	err := e.rxRun()
+	if e.undrive != nil {
+		e.undrive()
+	}
 	if !e.stopped.Load() {
 		if errors.Is(err, io.EOF) && (e.rx.mid || e.rx.w > e.rx.r) {
 			e.violation(newTermError(iw.Term{Layer: iw.LayerLLP, EType: iw.ETypeLLPMPA, Code: iw.CodeLLPConnectionLost},
@@ -213,6 +217,17 @@ func (e *endpoint) readSock() (int, error) {
 	if e.raw == nil {
 		n, err := e.conn.Read(x.b[x.w:])
 		raceAcquire()
+		return n, err
+	}
+	if x.polling {
+		// A poll pass (drive_poll.go) never waits: nothing to read
+		// is a kick's errKicked, and nothing of the FPDU is consumed.
+		x.iov = append(x.iov[:0], x.b[x.w:])
+		n, err := e.raw.readv(x.iov, false)
+		x.iov[0] = nil
+		if errors.Is(err, errWouldBlock) {
+			return 0, errKicked
+		}
 		return n, err
 	}
 	kickable := !x.streaming

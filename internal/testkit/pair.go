@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -122,4 +123,23 @@ func NonZero(cs []verbs.Counter) []verbs.Counter {
 		}
 	}
 	return out
+}
+
+// SpinOne busy-polls cq, within ctx, for one completion, never waiting on
+// it (a busy-polling application's loop); an error, or ctx ending first,
+// ends the test.
+func SpinOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompletion {
+	t.Helper()
+	wc := make([]verbs.WorkCompletion, 1)
+	for {
+		if n, err := cq.Poll(wc); n == 1 {
+			return wc[0]
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("polling for a completion: %v", ctx.Err())
+		}
+		runtime.Gosched()
+	}
 }
