@@ -155,9 +155,9 @@ func (s *rdmaSession) jobs(tr *trial, g *gate) []job {
 			w.bidir = s.cfg.Bidir
 			if s.active {
 				pt := &part{}
-				js = append(js, job{active: true, part: pt, run: s.activeJob(w, tr, g, pt)})
+				js = append(js, job{active: true, spins: !w.events, part: pt, run: s.activeJob(w, tr, g, pt)})
 			} else {
-				js = append(js, job{run: s.passiveJob(w)})
+				js = append(js, job{spins: !w.events, run: s.passiveJob(w)})
 			}
 		}
 	}

@@ -26,6 +26,7 @@ type session interface {
 // (or their stream does).
 type job struct {
 	active bool
+	spins  bool // it busy-polls (holdProcs)
 	part   *part
 	run    func(ctx context.Context) error
 }
@@ -157,6 +158,9 @@ func launch(ctx context.Context, s session, tr *trial) *running {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
+			if j.spins {
+				defer holdProcs()()
+			}
 			err := j.run(ctx)
 			if err != nil && ctx.Err() == nil {
 				r.errc <- err

@@ -213,7 +213,12 @@
 // otherwise waited for the kernel's time slice, about 2 ms, per message).
 // A Wait on a CQ shared by several QPs, or a millisecond without an empty
 // Poll, gives the socket back to the reader (drive.go; the counter
-// rx_polled_datagrams shows who read).
+// rx_polled_datagrams shows who read). Run a busy-polling process with
+// GOMAXPROCS equal to the goroutines that spin: an idle P parks its thread
+// in the netpoller, and every datagram wakes that thread even though the
+// pollers read the socket (BENCHMARKS.md §23: p99 of a two-process 8 B
+// ping-pong 36-68 µs, 13-27 µs with GOMAXPROCS lowered; goverbs bench
+// lowers it while it busy-polls).
 //
 // A goroutine that waits on the CQ of one QP (CQ.Wait, PollWait) reads the
 // socket too, but blocking: it takes the socket from the reader as a
