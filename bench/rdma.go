@@ -157,7 +157,8 @@ func (s *rdmaSession) jobs(tr *trial, g *gate) []job {
 				pt := &part{}
 				js = append(js, job{active: true, spins: !w.events, part: pt, run: s.activeJob(w, tr, g, pt)})
 			} else {
-				js = append(js, job{spins: !w.events, run: s.passiveJob(w)})
+				run, spins := s.passiveJob(w)
+				js = append(js, job{spins: spins, run: run})
 			}
 		}
 	}
@@ -256,20 +257,24 @@ func (s *rdmaSession) await(w *worker, g *gate) error {
 	}
 }
 
-// passiveJob serves the peer's initiators until the trial stops.
-func (s *rdmaSession) passiveJob(w *worker) func(context.Context) error {
+// passiveJob serves the peer's initiators until the trial stops; spins:
+// it polls the worker's CQ (unless --events) to do so.
+func (s *rdmaSession) passiveJob(w *worker) (run func(context.Context) error, spins bool) {
+	var serve func() error
+	switch {
+	case s.test.Kind == Bandwidth:
+		serve = func() error { return w.sink(w.op) }
+	case w.op == verbs.OpSend, w.op == verbs.OpWriteWithImm:
+		serve = func() error { return w.echo(w.op) }
+	case w.op == verbs.OpWrite:
+		serve = w.writeEcho
+	}
 	return func(ctx context.Context) error {
 		w.ctx = ctx
-		if s.test.Kind == Bandwidth {
-			return w.sink(w.op)
+		if serve == nil {
+			<-ctx.Done() // READ and atomics need nothing of the target's CPU
+			return ctx.Err()
 		}
-		switch w.op {
-		case verbs.OpSend, verbs.OpWriteWithImm:
-			return w.echo(w.op)
-		case verbs.OpWrite:
-			return w.writeEcho()
-		}
-		<-ctx.Done() // READ and atomics need nothing of the target's CPU
-		return ctx.Err()
-	}
+		return serve()
+	}, serve != nil && !w.events
 }
