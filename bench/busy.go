@@ -9,7 +9,8 @@ import (
 
 // otherRunning estimates how many threads of other processes keep CPUs
 // busy: the fewest runnable threads that /proc/stat reports over a few
-// samples 10 ms apart, less the one reading it. A busy-polling run needs
+// samples 10 ms apart, less this process's own runnable threads (the one
+// reading, and any the runtime has spinning just then). A busy-polling run needs
 // CPUs those threads do not hold; spinning beside them leaves the OS to
 // time-slice a spinner holding a transport's lock against them, which
 // costs milliseconds. It returns 0 where /proc/stat is not available.
@@ -23,11 +24,33 @@ func otherRunning() int {
 		if !ok {
 			return 0
 		}
+		n -= max(selfRunning(), 1)
 		if least < 0 || n < least {
 			least = n
 		}
 	}
-	return max(least-1, 0)
+	return max(least, 0)
+}
+
+// selfRunning counts the threads of this process in state R, from
+// /proc/self/task; 0 where it cannot be read.
+func selfRunning() int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) S ...: the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'R' {
+			n++
+		}
+	}
+	return n
 }
 
 // procsRunning reads procs_running from /proc/stat.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +163,38 @@ func TestProcsRunning(t *testing.T) {
 	}
 	if o := otherRunning(); o < 0 {
 		t.Errorf("otherRunning %d", o)
+	}
+	if n := selfRunning(); n < 1 {
+		t.Errorf("selfRunning %d: want at least this thread", n)
+	}
+}
+
+// TestOtherRunningIgnoresOwnThreads: threads of this process that spin
+// are not counted as other processes'.
+func TestOtherRunningIgnoresOwnThreads(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc/self/task")
+	}
+	before := otherRunning()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	o := otherRunning()
+	close(stop)
+	wg.Wait()
+	if o > before {
+		t.Errorf("otherRunning %d with two goroutines of this process spinning, %d before", o, before)
 	}
 }
