@@ -129,18 +129,9 @@ func (e *endpoint) DriveWait(ctx context.Context, cq *soft.CQ, solicitedOnly boo
 	default:
 		return
 	}
-	if !wd.turn.TryLock() {
+	if !wd.take() {
 		return // another waiter drives
 	}
-	wd.mu.Lock()
-	if wd.mode.Load() != turnLent {
-		wd.mu.Unlock()
-		wd.turn.Unlock()
-		return
-	}
-	wd.active, wd.pending = true, false
-	wd.mu.Unlock()
-	wd.drives.Add(1)
 	cq.BeginDrive(&wd.self)
 	var stop func() bool
 	if ctx.Done() != nil {
@@ -151,6 +142,29 @@ func (e *endpoint) DriveWait(ctx context.Context, cq *soft.CQ, solicitedOnly boo
 		stop()
 	}
 	cq.EndDrive()
+	wd.release(back)
+}
+
+// take gives the lent receive path to the calling waiter or poller, if
+// no other holds it; release gives it up, and back to the receive
+// goroutine with back.
+func (wd *waitDrive) take() bool {
+	if !wd.turn.TryLock() {
+		return false
+	}
+	wd.mu.Lock()
+	if wd.mode.Load() != turnLent {
+		wd.mu.Unlock()
+		wd.turn.Unlock()
+		return false
+	}
+	wd.active, wd.pending = true, false
+	wd.mu.Unlock()
+	wd.drives.Add(1)
+	return true
+}
+
+func (wd *waitDrive) release(back bool) {
 	wd.mu.Lock()
 	wd.active, wd.pending = false, false
 	if back {

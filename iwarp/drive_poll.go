@@ -64,30 +64,12 @@ func (e *endpoint) DrivePoll() bool {
 	default:
 		return false
 	}
-	if e.stopped.Load() || !wd.turn.TryLock() {
+	if e.stopped.Load() || !wd.take() {
 		return false // stopping, or another poller has the turn
 	}
-	wd.mu.Lock()
-	if wd.mode.Load() != turnLent {
-		wd.mu.Unlock()
-		wd.turn.Unlock()
-		return false
-	}
-	wd.active = true
-	wd.mu.Unlock()
-	wd.drives.Add(1)
 	wd.pollDrives.Add(1)
 	progress, back := e.pollPass()
-	wd.mu.Lock()
-	wd.active = false
-	if back {
-		wd.mode.Store(turnOwn)
-	}
-	wd.mu.Unlock()
-	wd.turn.Unlock()
-	if back {
-		wd.giveBack()
-	}
+	wd.release(back)
 	return progress
 }
 

@@ -12,35 +12,50 @@ import (
 )
 
 // drivePair is two connected QPs, each with one CQ, and a registered
-// buffer on each side.
+// buffer on each side. next reaps one completion as the application under
+// test does: waiting on the CQ, or (newPollPair) busy-polling it.
 type drivePair struct {
 	*pair
 	ma, mb   *verbs.MR
 	ba, bb   []byte
 	ctx      context.Context
-	received func() uint64 // waiter_drives of qb's connection
+	next     func(testing.TB, context.Context, *verbs.CQ) verbs.WorkCompletion
+	received func() uint64 // waiter_drives (poller_drives) of qb's connection
 }
 
 func newDrivePair(t *testing.T, size int, opts ...iwarp.Option) *drivePair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	p := &drivePair{pair: newPair(t, opts...), ctx: ctx, ba: make([]byte, size), bb: make([]byte, size)}
+	p := &drivePair{pair: newPair(t, opts...), ctx: ctx, ba: make([]byte, size), bb: make([]byte, size), next: testkit.PollOne}
 	p.ma = must(p.pa.RegisterMR(p.ba, verbs.AccessLocalWrite))
 	p.mb = must(p.pb.RegisterMR(p.bb, verbs.AccessLocalWrite))
 	p.received = func() uint64 { return counter(p.qb, "waiter_drives") }
 	return p
 }
 
-// warm exchanges messages until the receive path is lent to waiters.
+// warm exchanges messages until the receive path is lent to qb's waiters
+// (pollers).
 func (p *drivePair) warm(t *testing.T) {
 	t.Helper()
-	for i := range 20 {
-		p.recv(t, uint64(i))
-		p.send(t, 8)
-		testkit.PollOne(t, p.ctx, p.cqb)
-		testkit.PollOne(t, p.ctx, p.cqa)
+	for i := 0; p.received() == 0; i++ {
+		if i == 1000 {
+			t.Fatal("1000 messages, and the application never ran the receive path")
+		}
+		p.exchange(t, uint64(i), 8)
 	}
+}
+
+// exchange sends n bytes from qa into a receive id posted on qb, and
+// reaps both completions; it returns the receive's.
+func (p *drivePair) exchange(t *testing.T, id uint64, n int) verbs.WorkCompletion {
+	t.Helper()
+	p.recv(t, id)
+	p.send(t, n)
+	wc := p.next(t, p.ctx, p.cqb)
+	expectDone(t, wc, verbs.WCRecv, n)
+	expectDone(t, p.next(t, p.ctx, p.cqa), verbs.WCSend, -1)
+	return wc
 }
 
 func (p *drivePair) send(t *testing.T, n int) {
@@ -70,21 +85,27 @@ func expectDone(t *testing.T, wc verbs.WorkCompletion, op verbs.WCOpcode, n int)
 // connection's waiter_drives counter moves), and every byte arrives.
 func TestWaiterDrivesReceive(t *testing.T) {
 	p := newDrivePair(t, 4096)
-	for i := range 200 {
-		n := 1 + i*20
-		p.recv(t, uint64(i))
+	p.varied(t, 200, 20)
+	if p.received() == 0 {
+		t.Fatal("no Wait drove the receive path")
+	}
+}
+
+// varied exchanges count messages of 1, 1+step, 1+2*step... bytes, each
+// into the receive of its number, and checks every byte.
+func (p *drivePair) varied(t *testing.T, count, step int) {
+	t.Helper()
+	for i := range count {
+		n := 1 + i*step
 		for j := range n {
 			p.ba[j] = byte(i + j)
 		}
-		p.send(t, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cqb), verbs.WCRecv, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
+		if wc := p.exchange(t, uint64(i), n); wc.ID != uint64(i) {
+			t.Fatalf("message %d completed receive %d", i, wc.ID)
+		}
 		if !bytes.Equal(p.bb[:n], p.ba[:n]) {
 			t.Fatalf("message %d: bytes differ", i)
 		}
-	}
-	if p.received() == 0 {
-		t.Fatal("no Wait drove the receive path")
 	}
 }
 
@@ -112,34 +133,45 @@ func TestDrivingWaitSeesOtherCompletions(t *testing.T) {
 func TestDrivingWaitLeavesRNRToReceiver(t *testing.T) {
 	p := newDrivePair(t, 64)
 	p.warm(t)
+	p.lateReceive(t)
+}
+
+// lateReceive sends a message before its receive is posted, which another
+// goroutine posts 100 ms later: the message lands in it.
+func (p *drivePair) lateReceive(t *testing.T) {
+	t.Helper()
 	copy(p.ba, "late receive")
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		p.recv(t, 7)
 	}()
 	p.send(t, 12)
-	wc := testkit.PollOne(t, p.ctx, p.cqb)
+	wc := p.next(t, p.ctx, p.cqb)
 	expectDone(t, wc, verbs.WCRecv, 12)
 	if wc.ID != 7 || string(p.bb[:12]) != "late receive" {
 		t.Fatalf("receive %d holds %q", wc.ID, p.bb[:12])
 	}
-	expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
+	expectDone(t, p.next(t, p.ctx, p.cqa), verbs.WCSend, -1)
 }
 
 // TestDrivingWaitLargeMessages: messages larger than the receive buffer
 // takes whole go to the receive goroutine, and arrive intact.
 func TestDrivingWaitLargeMessages(t *testing.T) {
-	const size = 1 << 20
-	p := newDrivePair(t, size)
+	p := newDrivePair(t, largeMessage)
+	p.largeMessages(t)
+}
+
+const largeMessage = 1 << 20
+
+// largeMessages exchanges 8 messages of nearly largeMessage bytes.
+func (p *drivePair) largeMessages(t *testing.T) {
+	t.Helper()
 	for i := range 8 {
-		n := size - i*1000
+		n := largeMessage - i*1000
 		for j := range n {
 			p.ba[j] = byte(i * j)
 		}
-		p.recv(t, uint64(i))
-		p.send(t, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cqb), verbs.WCRecv, n)
-		expectDone(t, testkit.PollOne(t, p.ctx, p.cqa), verbs.WCSend, -1)
+		p.exchange(t, uint64(i), n)
 		if !bytes.Equal(p.bb[:n], p.ba[:n]) {
 			t.Fatalf("message %d: bytes differ", i)
 		}
@@ -149,8 +181,17 @@ func TestDrivingWaitLargeMessages(t *testing.T) {
 // TestWaitDriveOff: with WaitDrive(false) no Wait drives.
 func TestWaitDriveOff(t *testing.T) {
 	p := newDrivePair(t, 64, iwarp.WaitDrive(false))
-	p.warm(t)
+	p.undriven(t)
+}
+
+// undriven exchanges 200 messages and checks that the application never
+// ran the receive path.
+func (p *drivePair) undriven(t *testing.T) {
+	t.Helper()
+	for i := range 200 {
+		p.exchange(t, uint64(i), 8)
+	}
 	if n := p.received(); n != 0 {
-		t.Fatalf("%d Waits drove with WaitDrive(false)", n)
+		t.Fatalf("the application drove the receive path %d times with WaitDrive(false)", n)
 	}
 }
