@@ -49,6 +49,24 @@ func ConnectOn(t testing.TB, ctx context.Context, a *verbs.Device, ln *verbs.Lis
 // ending first, ends the test.
 func PollOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompletion {
 	t.Helper()
+	return reapOne(t, cq, "waiting for", func() error { return cq.Wait(ctx) })
+}
+
+// SpinOne busy-polls cq, within ctx, for one completion, never waiting on
+// it (a busy-polling application's loop); an error, or ctx ending first,
+// ends the test.
+func SpinOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompletion {
+	t.Helper()
+	return reapOne(t, cq, "polling for", func() error {
+		runtime.Gosched()
+		return ctx.Err()
+	})
+}
+
+// reapOne polls cq for one completion, calling between after each empty
+// Poll until it fails.
+func reapOne(t testing.TB, cq *verbs.CQ, doing string, between func() error) verbs.WorkCompletion {
+	t.Helper()
 	wc := make([]verbs.WorkCompletion, 1)
 	for {
 		if n, err := cq.Poll(wc); n == 1 {
@@ -56,8 +74,8 @@ func PollOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompleti
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if err := cq.Wait(ctx); err != nil {
-			t.Fatalf("waiting for a completion: %v", err)
+		if err := between(); err != nil {
+			t.Fatalf("%s a completion: %v", doing, err)
 		}
 	}
 }
@@ -123,23 +141,4 @@ func NonZero(cs []verbs.Counter) []verbs.Counter {
 		}
 	}
 	return out
-}
-
-// SpinOne busy-polls cq, within ctx, for one completion, never waiting on
-// it (a busy-polling application's loop); an error, or ctx ending first,
-// ends the test.
-func SpinOne(t testing.TB, ctx context.Context, cq *verbs.CQ) verbs.WorkCompletion {
-	t.Helper()
-	wc := make([]verbs.WorkCompletion, 1)
-	for {
-		if n, err := cq.Poll(wc); n == 1 {
-			return wc[0]
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("polling for a completion: %v", ctx.Err())
-		}
-		runtime.Gosched()
-	}
 }
