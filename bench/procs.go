@@ -6,7 +6,11 @@ import (
 )
 
 // A busy-polling trial runs with GOMAXPROCS no larger than the number of
-// goroutines of this process that spin. A processor (P) left idle beside
+// its jobs in this process: the goroutines that spin, and the targets of
+// READ and atomic tests, which poll nothing but whose transport goroutines
+// serve the peer and need a P as much (counted out, one process's READ
+// target got no P but from sysmon's netpoll, every 10 ms, while the
+// initiator spun on the only one). A processor (P) left idle beside
 // a spinner parks its thread in the netpoller, and every packet that
 // reaches a socket of the process wakes that thread, even when the
 // spinner reads the socket itself without waiting (as iwarp's and roce's
@@ -18,14 +22,14 @@ import (
 // spinners to cores.
 var procs procHold
 
-// procHold counts the spinning jobs of the process. mu guards all.
+// procHold counts the busy jobs of the process. mu guards all.
 type procHold struct {
 	mu       sync.Mutex
 	spinning int // jobs between hold and release
 	saved    int // GOMAXPROCS before the first of them
 }
 
-// holdProcs counts one spinning job in, sets GOMAXPROCS to the number of
+// holdProcs counts one busy job in, sets GOMAXPROCS to the number of
 // them (never above what it was before the first), and returns the
 // function that counts it out; the last one out restores GOMAXPROCS. The
 // jobs of both sides count when they share the process.

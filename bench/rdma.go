@@ -155,10 +155,9 @@ func (s *rdmaSession) jobs(tr *trial, g *gate) []job {
 			w.bidir = s.cfg.Bidir
 			if s.active {
 				pt := &part{}
-				js = append(js, job{active: true, spins: !w.events, part: pt, run: s.activeJob(w, tr, g, pt)})
+				js = append(js, job{active: true, busy: !w.events, part: pt, run: s.activeJob(w, tr, g, pt)})
 			} else {
-				run, spins := s.passiveJob(w)
-				js = append(js, job{spins: spins, run: run})
+				js = append(js, job{busy: !w.events, run: s.passiveJob(w)})
 			}
 		}
 	}
@@ -257,24 +256,20 @@ func (s *rdmaSession) await(w *worker, g *gate) error {
 	}
 }
 
-// passiveJob serves the peer's initiators until the trial stops; spins:
-// it polls the worker's CQ (unless --events) to do so.
-func (s *rdmaSession) passiveJob(w *worker) (run func(context.Context) error, spins bool) {
-	var serve func() error
-	switch {
-	case s.test.Kind == Bandwidth:
-		serve = func() error { return w.sink(w.op) }
-	case w.op == verbs.OpSend, w.op == verbs.OpWriteWithImm:
-		serve = func() error { return w.echo(w.op) }
-	case w.op == verbs.OpWrite:
-		serve = w.writeEcho
-	}
+// passiveJob serves the peer's initiators until the trial stops.
+func (s *rdmaSession) passiveJob(w *worker) func(context.Context) error {
 	return func(ctx context.Context) error {
 		w.ctx = ctx
-		if serve == nil {
-			<-ctx.Done() // READ and atomics need nothing of the target's CPU
-			return ctx.Err()
+		if s.test.Kind == Bandwidth {
+			return w.sink(w.op)
 		}
-		return serve()
-	}, serve != nil && !w.events
+		switch w.op {
+		case verbs.OpSend, verbs.OpWriteWithImm:
+			return w.echo(w.op)
+		case verbs.OpWrite:
+			return w.writeEcho()
+		}
+		<-ctx.Done() // READ and atomics need nothing of the target's CPU
+		return ctx.Err()
+	}
 }

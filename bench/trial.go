@@ -26,7 +26,7 @@ type session interface {
 // (or their stream does).
 type job struct {
 	active bool
-	spins  bool // it busy-polls (holdProcs)
+	busy   bool // it is a busy-polling trial's: it needs a processor of its own (holdProcs)
 	part   *part
 	run    func(ctx context.Context) error
 }
@@ -158,7 +158,7 @@ func launch(ctx context.Context, s session, tr *trial) *running {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if j.spins {
+			if j.busy {
 				defer holdProcs()()
 			}
 			err := j.run(ctx)
