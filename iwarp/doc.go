@@ -68,7 +68,10 @@
 // wait for. Applications that choose it should poll their CQs or memory
 // without parking too, call runtime.Gosched now and then (the receive
 // goroutine needs a turn when it takes the socket back), and run with
-// GOMAXPROCS equal to the number of goroutines that spin: an idle P parks
+// GOMAXPROCS equal to the number of goroutines that spin, plus one for
+// each that must run promptly without spinning (a device that no poller
+// drives, serving a peer's READs, is one; with no P to spare it runs only
+// when the Go runtime polls the network, every 10 ms): an idle P parks
 // its thread in the netpoller, and every segment that reaches the socket
 // wakes that thread even though the pollers read it, which cost a tenth of
 // the messages of a two-process ping-pong 20-100 µs (goverbs bench lowers

@@ -214,7 +214,9 @@
 // A Wait on a CQ shared by several QPs, or a millisecond without an empty
 // Poll, gives the socket back to the reader (drive.go; the counter
 // rx_polled_datagrams shows who read). Run a busy-polling process with
-// GOMAXPROCS equal to the goroutines that spin: an idle P parks its thread
+// GOMAXPROCS equal to the goroutines that spin, plus one for each device
+// that no poller drives and that must serve its peers promptly (a READ
+// target): an idle P parks its thread
 // in the netpoller, and every datagram wakes that thread even though the
 // pollers read the socket (BENCHMARKS.md §23: p99 of a two-process 8 B
 // ping-pong 36-68 µs, 13-27 µs with GOMAXPROCS lowered; goverbs bench
