@@ -49,7 +49,10 @@
 // the last one, for an FPDU too large to be read whole (it streams into
 // its target), and for a SEND that finds no receive posted (the RNR wait
 // is its own); WaitDrive(false) keeps the receive goroutine the only
-// reader. A CQ shared by several QPs is waited on as before.
+// reader. Before it parks, such a waiter reads without waiting for
+// WaitSpin (30 µs by default) after its last FPDU, so that a reply within
+// that time costs no wake-up at all. A CQ shared by several QPs is waited
+// on as before.
 // BusyPoll(true) makes the receive goroutine spin on non-blocking reads
 // (yielding with runtime.Gosched between attempts, and, once 20 µs passed
 // without data, its thread to the OS now and then): the lowest latency, at

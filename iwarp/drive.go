@@ -51,6 +51,12 @@ import (
 // drive for driveCooldown, so that a stream of large FPDUs is not handed
 // to and fro.
 //
+// A driving waiter first reads without waiting, for WaitSpin after it
+// began or last handled an FPDU, and parks in the socket only then: on a
+// machine whose idle CPUs sleep, the wake-up of a parked thread costs
+// tens of microseconds, more than a ping-pong's reply takes to come
+// (BENCHMARKS.md §24).
+//
 // A blocked driver must come back to its CQ when another goroutine pushes
 // a completion there, and when its context ends: both call Interrupt,
 // which kicks the read, or, if the driver is between reads, makes its next
@@ -183,7 +189,12 @@ func (wd *waitDrive) release(back bool) {
 func (e *endpoint) drive(ctx context.Context, cq *soft.CQ, solicitedOnly bool) (back bool) {
 	x := &e.rx
 	x.driving = true
-	defer func() { x.driving = false }()
+	defer func() { x.driving, x.polling = false, false }()
+	spin := e.link.cfg.waitSpin
+	var since int64 // UnixNano of the last progress, while spinning
+	if spin > 0 {
+		since = time.Now().UnixNano()
+	}
 	for {
 		switch {
 		case e.stopped.Load():
@@ -191,10 +202,20 @@ func (e *endpoint) drive(ctx context.Context, cq *soft.CQ, solicitedOnly bool) (
 		case cq.Ready(solicitedOnly), ctx.Err() != nil:
 			return false
 		}
+		x.polling = since != 0
 		err := e.rxFPDU()
 		switch {
 		case err == nil:
 			e.afterFPDU()
+			if since != 0 {
+				since = time.Now().UnixNano()
+			}
+		case errors.Is(err, errKicked) && x.polling:
+			// Nothing whole in the socket yet: spin on, or park from
+			// the next read on.
+			if time.Now().UnixNano()-since >= int64(spin) {
+				since = 0
+			}
 		case errors.Is(err, errKicked):
 		case errors.Is(err, errHandBack):
 			e.wd.coolTill.Store(time.Now().Add(driveCooldown).UnixNano())

@@ -3,6 +3,7 @@ package iwarp_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,22 +110,22 @@ func (p *drivePair) varied(t *testing.T, count, step int) {
 	}
 }
 
-// TestDrivingWaitEndsWithContext: a Wait that drives the receive path
-// (parked in the socket) returns when its context ends.
-func TestDrivingWaitEndsWithContext(t *testing.T) {
-	p := newDrivePair(t, 64)
-	p.warm(t)
-	testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
-}
-
-// TestDrivingWaitSeesOtherCompletions: a completion that another
-// goroutine pushes (the flush of a receive when the QP moves to ERR) ends
-// a Wait that is blocked driving the socket.
-func TestDrivingWaitSeesOtherCompletions(t *testing.T) {
-	p := newDrivePair(t, 64)
-	p.warm(t)
-	p.recv(t, 99)
-	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
+// TestDrivingWaitEnds: a Wait that drives the receive path returns when
+// its context ends, and when a completion another goroutine pushes (the
+// flush of a receive when the QP moves to ERR) reaches its CQ, whether it
+// spins on the socket (WaitSpin: the default, all the time) or parks in
+// it (never).
+func TestDrivingWaitEnds(t *testing.T) {
+	for _, spin := range []time.Duration{iwarp.DefaultWaitSpin, -1, time.Hour} {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) {
+			p := newDrivePair(t, 64, iwarp.WaitSpin(spin))
+			p.warm(t)
+			p.varied(t, 20, 3)
+			testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
+			p.recv(t, 99)
+			testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
+		})
+	}
 }
 
 // TestDrivingWaitLeavesRNRToReceiver: a message that finds no receive

@@ -216,9 +216,8 @@
 // rx_polled_datagrams shows who read). Run a busy-polling process with
 // GOMAXPROCS equal to the goroutines that spin, plus one for each device
 // that no poller drives and that must serve its peers promptly (a READ
-// target): an idle P parks its thread
-// in the netpoller, and every datagram wakes that thread even though the
-// pollers read the socket (BENCHMARKS.md §23: p99 of a two-process 8 B
+// target): an idle P parks its thread in the netpoller, and every
+// datagram wakes that thread even though the pollers read the socket (BENCHMARKS.md §23: p99 of a two-process 8 B
 // ping-pong 36-68 µs, 13-27 µs with GOMAXPROCS lowered; goverbs bench
 // lowers it while it busy-polls).
 //
@@ -230,8 +229,10 @@
 // rx_waited_datagrams). A completion another goroutine makes, the Wait's
 // context and Close end its read; the reader comes back when a connection
 // is set up, and a millisecond or two after the last waiter
-// (reader_park_timeouts). Options.NoWaitDrive keeps the reader the only
-// reader.
+// (reader_park_timeouts). Before it parks, it reads without waiting for
+// Options.WaitSpin (30 µs by default) after its last datagram, so that a
+// reply within that time costs no wake-up at all. Options.NoWaitDrive keeps
+// the reader the only reader.
 //
 // The QPs' timers (ACK timeout, RNR wait, the probe for an owed ACK, a
 // READ's linger, a drain) are kept in a heap by deadline, and a turn

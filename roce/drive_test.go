@@ -2,6 +2,7 @@ package roce_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -191,16 +192,22 @@ func TestWaiterReadsSocket(t *testing.T) {
 // TestDrivingWaitEnds: a Wait blocked in the socket returns when its
 // context ends, and when another goroutine's completion (a flush) reaches
 // its CQ.
+// It holds whether the waiter spins on the socket before it blocks
+// (WaitSpin: the default, never, or all the time).
 func TestDrivingWaitEnds(t *testing.T) {
-	p := newWaitPair(t, roce.Options{})
-	for i := range 20 { // until the waiters have the socket
-		p.pingPong(t, 8, byte(i))
+	for _, spin := range []time.Duration{0, -1, time.Hour} {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) {
+			p := newWaitPair(t, roce.Options{WaitSpin: spin})
+			for i := range 20 { // until the waiters have the socket
+				p.pingPong(t, 8, byte(i))
+			}
+			testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
+			if err := p.qb.PostRecv([]verbs.RecvWR{{ID: 99, SGL: []verbs.SGE{p.db.SGE(0, 64)}}}); err != nil {
+				t.Fatal(err)
+			}
+			testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
+		})
 	}
-	testkit.WaitEndsAtDeadline(t, p.ctx, p.cqb, 5)
-	if err := p.qb.PostRecv([]verbs.RecvWR{{ID: 99, SGL: []verbs.SGE{p.db.SGE(0, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.FlushEndsWait(t, p.ctx, p.qb, p.cqb, 99)
 }
 
 // TestSetupAfterDrivenWait: a connection set up after a waiter drove the

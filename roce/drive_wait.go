@@ -25,7 +25,11 @@ import (
 // gets rdMu reads, blocking, until its CQ is ready, its context ends, or
 // its read is kicked (waitKick): by a completion another goroutine pushes
 // into the CQ (soft.Interrupter), by the context, or by the engine
-// stopping. Each waiter counts as an empty Poll, so the parked reader stays
+// stopping. Before it blocks, a waiter reads without waiting for
+// Options.WaitSpin after it began or last read a batch: a reply that
+// comes within it costs no thread's wake-up, which on a machine whose
+// idle CPUs sleep costs more than the spin (BENCHMARKS.md §24). Each
+// waiter counts as an empty Poll, so the parked reader stays
 // parked while waiters come; readerPark after the last one it comes back,
 // taking rdMu once the waiter blocked in the socket has left.
 
@@ -101,6 +105,10 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 	if ctx.Done() != nil {
 		defer context.AfterFunc(ctx, e.kickWaiter)()
 	}
+	var since int64 // UnixNano of the last batch, while the waiter spins
+	if e.cfg.WaitSpin > 0 {
+		since = time.Now().UnixNano()
+	}
 	for !cq.Ready(solicitedOnly) && ctx.Err() == nil {
 		select {
 		case <-e.quit:
@@ -119,7 +127,21 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 				return // a turn holds them; its pushes wake this Wait
 			}
 		}
-		n, err := e.waitRead(b)
+		var n int
+		var err error
+		if since != 0 {
+			n, err = e.pconn.TryReadBatch(b.msgs)
+			if err == nil && n == 0 {
+				e.rxFree <- b
+				if time.Now().UnixNano()-since >= int64(e.cfg.WaitSpin) {
+					since = 0 // block from the next read on
+				}
+				continue
+			}
+			since = time.Now().UnixNano()
+		} else {
+			n, err = e.waitRead(b)
+		}
 		if err != nil || n == 0 {
 			e.rxFree <- b
 			if err != nil && !errors.Is(err, errWaitKicked) && !errors.Is(err, os.ErrDeadlineExceeded) {
