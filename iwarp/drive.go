@@ -98,11 +98,12 @@ type waitDrive struct {
 	pending bool  // a kick came between reads: the next read returns at once
 	err     error // a driver's stream failure, for the receive goroutine
 
-	drives     atomic.Uint64 // waiters and pollers that took the turn, for the park timer
-	pollDrives atomic.Uint64 // poll passes (drive_poll.go), a counter
-	spins      atomic.Uint32 // empty Polls since the last ask or Wait (drive_poll.go)
-	coolTill   atomic.Int64  // UnixNano before which no waiter drives
-	unpark     chan struct{} // the turn was given back
+	drives     atomic.Uint64    // waiters and pollers that took the turn, for the park timer
+	pollDrives atomic.Uint64    // poll passes (drive_poll.go), a counter
+	spins      atomic.Uint32    // empty Polls since the last ask or Wait (drive_poll.go)
+	spinner    soft.WaitSpinner // the driving waiter's WaitSpin; the turn's holder's
+	coolTill   atomic.Int64     // UnixNano before which no waiter drives
+	unpark     chan struct{}    // the turn was given back
 	timer      *time.Timer
 	self       soft.Interrupter // the endpoint, registered with CQ.BeginDrive
 }
@@ -192,14 +193,19 @@ func (e *endpoint) drive(ctx context.Context, cq *soft.CQ, solicitedOnly bool) (
 	defer func() { x.driving, x.polling = false, false }()
 	spin := e.link.cfg.waitSpin
 	var since int64 // UnixNano of the last progress, while spinning
-	if spin > 0 {
+	if spin > 0 && e.wd.spinner.Begin() {
 		since = time.Now().UnixNano()
 	}
+	caught := false
+	defer func() { e.wd.spinner.End(caught) }()
 	for {
 		switch {
 		case e.stopped.Load():
 			return true
-		case cq.Ready(solicitedOnly), ctx.Err() != nil:
+		case cq.Ready(solicitedOnly):
+			caught = since != 0
+			return false
+		case ctx.Err() != nil:
 			return false
 		}
 		x.polling = since != 0
@@ -215,6 +221,7 @@ func (e *endpoint) drive(ctx context.Context, cq *soft.CQ, solicitedOnly bool) (
 			// the next read on.
 			if time.Now().UnixNano()-since >= int64(spin) {
 				since = 0
+				e.wd.spinner.End(false)
 			}
 		case errors.Is(err, errKicked):
 		case errors.Is(err, errHandBack):

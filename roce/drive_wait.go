@@ -106,9 +106,10 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 		defer context.AfterFunc(ctx, e.kickWaiter)()
 	}
 	var since int64 // UnixNano of the last batch, while the waiter spins
-	if e.cfg.WaitSpin > 0 {
+	if e.cfg.WaitSpin > 0 && e.spinner.Begin() {
 		since = time.Now().UnixNano()
 	}
+	defer func() { e.spinner.End(since != 0 && cq.Ready(solicitedOnly)) }()
 	for !cq.Ready(solicitedOnly) && ctx.Err() == nil {
 		select {
 		case <-e.quit:
@@ -135,6 +136,7 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 				e.rxFree <- b
 				if time.Now().UnixNano()-since >= int64(e.cfg.WaitSpin) {
 					since = 0 // block from the next read on
+					e.spinner.End(false)
 				}
 				continue
 			}

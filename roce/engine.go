@@ -101,6 +101,7 @@ type engine struct {
 	wk        waitKick                // a waiter's blocking read (drive_wait.go)
 	wantCQ    atomic.Pointer[soft.CQ] // the CQ whose waiter asked for the socket, nudged once it is the pollers'
 	kicker    soft.Interrupter        // engineKicker{e}, registered with the CQ a waiter drives
+	spinner   soft.WaitSpinner        // the driving waiter's WaitSpin; rdMu's
 
 	// expireOnRead: the timers came due while datagrams waited in the
 	// socket; the next batch read sets fired (expire, readQueued).

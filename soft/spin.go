@@ -1,0 +1,66 @@
+package soft
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// WaitSpinner is the spin policy of a goroutine that waits on a CQ and
+// reads its link's socket for it (iwarp's WaitSpin, roce's
+// Options.WaitSpin): it reads without waiting for a while before it parks,
+// because on a machine whose idle CPUs sleep a parked thread's wake-up
+// costs more than a ping-pong's reply takes to come. The spinner bounds
+// what that costs where replies do not come in time, as for a server
+// whose many connections each have a goroutine waiting: after two spins
+// in a row that caught nothing it skips the next spins (1, 2, 4, … 64
+// waits, one more miss each) until one catches a message again, and at
+// most GOMAXPROCS goroutines of the process spin at once. One miss alone
+// does not back off: a ping-pong whose peer was descheduled once would
+// otherwise pay a wake-up for the next message too.
+//
+// A WaitSpinner belongs to whoever holds the receive path it spins on.
+type WaitSpinner struct {
+	skip, backoff uint16
+	missed        bool // the last spin caught nothing
+	on            bool // between a Begin that said yes and its End
+}
+
+// spinners counts the goroutines of the process between Begin and End.
+var spinners atomic.Int32
+
+// maxSpinBackoff is the most waits skipped after spins that caught nothing.
+const maxSpinBackoff = 64
+
+// Begin reports whether this wait may spin; if it does, End must follow.
+func (s *WaitSpinner) Begin() bool {
+	if s.skip > 0 {
+		s.skip--
+		return false
+	}
+	if spinners.Add(1) > int32(runtime.GOMAXPROCS(0)) {
+		spinners.Add(-1)
+		return false
+	}
+	s.on = true
+	return true
+}
+
+// End ends the spin Begin allowed; caught says whether it ended because
+// what it waited for arrived.
+func (s *WaitSpinner) End(caught bool) {
+	if !s.on {
+		return
+	}
+	s.on = false
+	spinners.Add(-1)
+	if caught {
+		s.backoff, s.missed = 0, false
+		return
+	}
+	if !s.missed {
+		s.missed = true
+		return
+	}
+	s.backoff = min(max(2*s.backoff, 1), maxSpinBackoff)
+	s.skip = s.backoff
+}
