@@ -129,8 +129,11 @@ func WaitDrive(on bool) Option { return func(c *config) { c.noWaitDrive = !on } 
 // arrives within it costs no wake-up: on a 2-vCPU machine an 8-byte
 // ping-pong between two processes that wait took 34-38 µs p50 without it
 // and 9 µs with it, and less CPU per message, since waking an idle CPU
-// costs more than the spin (BENCHMARKS.md §24). Each Wait that nothing
-// ends within it spins that long first.
+// costs more than the spin (BENCHMARKS.md §24). A Wait that nothing ends
+// within it spins that long first; after two such in a row the
+// connection's waiters skip spins, more the longer replies keep missing
+// them, and no more goroutines spin at once than GOMAXPROCS
+// (soft.WaitSpinner).
 func WaitSpin(d time.Duration) Option { return func(c *config) { c.waitSpin = d } }
 
 // FPDUSize sets the largest FPDU the transport sends, in bytes on the wire

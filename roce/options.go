@@ -126,8 +126,11 @@ type Options struct {
 	// means DefaultWaitSpin; negative, never. A reply that arrives within
 	// it costs no wake-up: an 8-byte ping-pong between two processes that
 	// wait took 30-35 µs p50 on a 2-vCPU machine without it and 6.3 µs
-	// with it, and less CPU per message (BENCHMARKS.md §24). Each Wait
-	// that nothing ends within it spins that long first.
+	// with it, and less CPU per message (BENCHMARKS.md §24). A Wait that
+	// nothing ends within it spins that long first; after two such in a
+	// row the device's waiters skip spins, more the longer replies keep
+	// missing them, and no more goroutines spin at once than GOMAXPROCS
+	// (soft.WaitSpinner).
 	WaitSpin time.Duration
 	// AckTimeout is the local ACK timeout exponent the connection manager
 	// gives QPs: 4.096 µs × 2^AckTimeout (IBA 9.7.6.1.3). Zero means
