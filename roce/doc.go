@@ -231,7 +231,10 @@
 // is set up, and a millisecond or two after the last waiter
 // (reader_park_timeouts). Before it parks, it reads without waiting for
 // Options.WaitSpin (30 µs by default) after its last datagram, so that a
-// reply within that time costs no wake-up at all. Options.NoWaitDrive keeps
+// reply within that time costs no wake-up at all; the reader goroutine
+// does the same after each batch it reads, which serves a READ target's
+// next request, with no application polling or waiting there, without a
+// wake-up either. Options.NoWaitDrive keeps
 // the reader the only reader.
 //
 // The QPs' timers (ACK timeout, RNR wait, the probe for an owed ACK, a

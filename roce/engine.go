@@ -102,6 +102,7 @@ type engine struct {
 	wantCQ    atomic.Pointer[soft.CQ] // the CQ whose waiter asked for the socket, nudged once it is the pollers'
 	kicker    soft.Interrupter        // engineKicker{e}, registered with the CQ a waiter drives
 	spinner   soft.WaitSpinner        // the driving waiter's WaitSpin; rdMu's
+	rdSpinner soft.WaitSpinner        // the reader goroutine's WaitSpin; its own
 
 	// expireOnRead: the timers came due while datagrams waited in the
 	// socket; the next batch read sets fired (expire, readQueued).

@@ -51,6 +51,8 @@ func newRxBatch(n, bufLen int) *rxBatch {
 // next one.
 func (e *engine) read() {
 	defer e.wg.Done()
+	var since int64 // UnixNano of the last batch, while the reader spins
+	defer func() { e.rdSpinner.End(false) }()
 	for {
 		var b *rxBatch
 		select {
@@ -58,7 +60,35 @@ func (e *engine) read() {
 		case <-e.quit:
 			return
 		}
-		n, err := e.conn.ReadBatch(b.msgs)
+		if since != 0 && e.rdMode.Load() != modeReader {
+			// A poller or waiter asks for the socket: the blocking
+			// read below returns at its deadline.
+			e.rdSpinner.End(false)
+			since = 0
+		}
+		var n int
+		var err error
+		if since != 0 {
+			n, err = e.pconn.TryReadBatch(b.msgs)
+			if err == nil && n == 0 {
+				e.rxFree <- b
+				if time.Now().UnixNano()-since >= int64(e.cfg.WaitSpin) {
+					e.rdSpinner.End(false)
+					since = 0
+				}
+				continue
+			}
+			e.rdSpinner.End(true)
+			since = 0
+		} else {
+			n, err = e.conn.ReadBatch(b.msgs)
+		}
+		if err == nil && e.pconn != nil && e.cfg.WaitSpin > 0 && e.rdSpinner.Begin() {
+			// Spin for the next batch before blocking again (WaitSpin):
+			// a READ target's next request, a requester's next
+			// response, most often come within it.
+			since = time.Now().UnixNano()
+		}
 		if err != nil {
 			e.rxFree <- b
 			if isClosed(err) {
