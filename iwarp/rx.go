@@ -61,12 +61,13 @@ type rxState struct {
 
 	wrBytes, lastWrite uint64 // WRITE message bytes, for WRITE_WITH_IMM's byte_len
 	timer              *time.Timer
-	peekTimer          *time.Timer // the RNR wait's look at the stream (peekEnded)
-	rest               int         // bytes of the FPDU being handled after r, when streamed
-	driving            bool        // a CQ waiter or poller runs the receive path (drive.go, drive_poll.go)
-	polling            bool        // a poller does: no read waits
-	streaming          bool        // inside a streamed FPDU: no read may end at a kick
-	gateOpened         bool        // this FPDU opened the responder's gate: wake the send engine after it
+	peekTimer          *time.Timer      // the RNR wait's look at the stream (peekEnded)
+	rest               int              // bytes of the FPDU being handled after r, when streamed
+	driving            bool             // a CQ waiter or poller runs the receive path (drive.go, drive_poll.go)
+	polling            bool             // a poller does: no read waits
+	spinner            soft.WaitSpinner // the receive goroutine's WaitSpin (spinRead)
+	streaming          bool             // inside a streamed FPDU: no read may end at a kick
+	gateOpened         bool             // this FPDU opened the responder's gate: wake the send engine after it
 
 	// handled is how many bytes of the peer's stream were wholly handled
 	// (whole FPDUs, in order): the Placed and Final notices report it. The
@@ -237,7 +238,9 @@ func (e *endpoint) readSock() (int, error) {
 	var n int
 	var err error
 	if x.r == x.w && !e.raw.busyPoll() {
-		n, err = e.raw.readvIdle(x.b[x.w:], x)
+		if n, err = e.spinRead(); errors.Is(err, errWouldBlock) {
+			n, err = e.raw.readvIdle(x.b[x.w:], x)
+		}
 	} else {
 		x.iov = append(x.iov[:0], x.b[x.w:])
 		n, err = e.raw.readv(x.iov, true)
@@ -247,6 +250,34 @@ func (e *endpoint) readSock() (int, error) {
 		return n, err
 	}
 	return n, kickedErr(e.leaveRead(), err)
+}
+
+// spinRead is the receive goroutine's: before it parks, it reads without
+// waiting for WaitSpin (soft.WaitSpinner allowing), so that the next
+// message of a ping-pong or the next request a READ target serves costs
+// no wake-up. It returns errWouldBlock when nothing came; a kick during
+// the spin (the read deadline moved to the past) ends it as it ends a
+// blocking read. Drivers spin in drive instead.
+func (e *endpoint) spinRead() (int, error) {
+	x := &e.rx
+	spin := int64(e.link.cfg.waitSpin)
+	if spin <= 0 || x.driving || !x.spinner.Begin() {
+		return 0, errWouldBlock
+	}
+	start := time.Now().UnixNano()
+	for {
+		x.iov = append(x.iov[:0], x.b[x.w:])
+		n, err := e.raw.readv(x.iov, false)
+		x.iov[0] = nil
+		if !errors.Is(err, errWouldBlock) {
+			x.spinner.End(err == nil)
+			return n, err
+		}
+		if time.Now().UnixNano()-start >= spin {
+			x.spinner.End(false)
+			return 0, errWouldBlock
+		}
+	}
 }
 
 // fill makes at least n bytes available at b[r:].
