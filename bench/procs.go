@@ -52,11 +52,16 @@ func holdProcs() (release func()) {
 
 // setLocked applies the count. Precondition: p.mu is held.
 func (p *procHold) setLocked() {
-	n := p.saved
-	if p.spinning > 0 {
-		n = min(p.spinning, p.saved)
+	if p.spinning == 0 {
+		// Back to the runtime's default where that is what it was, so
+		// that its automatic updates (CPU quota changes) resume.
+		runtime.SetDefaultGOMAXPROCS()
+		if runtime.GOMAXPROCS(0) != p.saved {
+			runtime.GOMAXPROCS(p.saved)
+		}
+		return
 	}
-	if runtime.GOMAXPROCS(0) != n {
+	if n := min(p.spinning, p.saved); runtime.GOMAXPROCS(0) != n {
 		runtime.GOMAXPROCS(n)
 	}
 }

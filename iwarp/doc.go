@@ -63,7 +63,7 @@
 // reads what the socket holds without waiting and handles it on the
 // polling goroutine, and the receive goroutine parks until a Wait, an
 // FPDU too large to read whole, a SEND that finds no receive posted, or a
-// millisecond with no Poll gives it back; so a busy-polling connection
+// millisecond or two with no poll pass gives it back; so a busy-polling connection
 // end spins one goroutine, not two (BENCHMARKS.md §23). A Poll that keeps
 // finding the CQ empty yields its thread now and then (soft.PollYielder),
 // so that spinners on a machine with fewer CPUs than spinning threads

@@ -116,8 +116,9 @@ func (wd *waitDrive) init(e *endpoint) {
 }
 
 // DrivesWaits implements soft.WaitDriverLink: iwarp's endpoints drive
-// the Waits of their CQs unless busy polling (whose receive goroutine
-// never parks) or Options say otherwise.
+// the Waits of their CQs unless busy polling (where the pollers drive
+// instead, drive_poll.go, and a Wait gives the receive path back to the
+// receive goroutine) or Options say otherwise.
 func (l *link) DrivesWaits() bool { return !l.cfg.busyPoll && !l.cfg.noWaitDrive }
 
 // DriveWait implements soft.WaitDriver (see above).
@@ -197,7 +198,13 @@ func (e *endpoint) drive(ctx context.Context, cq *soft.CQ, solicitedOnly bool) (
 		since = time.Now().UnixNano()
 	}
 	caught := false
-	defer func() { e.wd.spinner.End(caught) }()
+	defer func() {
+		if caught {
+			e.wd.spinner.End(true)
+		} else {
+			e.wd.spinner.Abandon() // a hand-back, a stop, the context
+		}
+	}()
 	for {
 		switch {
 		case e.stopped.Load():

@@ -106,7 +106,9 @@ func (e *endpoint) pollPass() (progress, back bool) {
 func (e *endpoint) StopPolling() {
 	wd := &e.wd
 	wd.spins.Store(0)
-	if wd.mode.Load() == turnLent {
+	// Asked for (turnWant) counts as lent: the receive goroutine may be
+	// about to lend, and then takes the path back at once.
+	if m := wd.mode.Load(); m == turnWant || m == turnLent {
 		wd.giveBack()
 	}
 }

@@ -424,6 +424,10 @@ type counters struct {
 // Counters implements provider.CounterSource.
 func (e *endpoint) Counters() []provider.Counter {
 	c := &e.ctr
+	// drives counts every take, before DrivePoll counts its own in
+	// pollDrives: loaded in this order the difference cannot wrap.
+	pollDrives := e.wd.pollDrives.Load()
+	waiterDrives := e.wd.drives.Load() - pollDrives
 	b2u := func(b bool) uint64 {
 		if b {
 			return 1
@@ -448,7 +452,7 @@ func (e *endpoint) Counters() []provider.Counter {
 		{Name: "peer_features", Value: uint64(e.ext)},
 		{Name: "max_ulpdu", Value: uint64(e.maxULPDU)},
 		{Name: "busy_poll", Value: b2u(e.raw != nil && e.raw.busyPoll())},
-		{Name: "waiter_drives", Value: e.wd.drives.Load() - e.wd.pollDrives.Load()},
-		{Name: "poller_drives", Value: e.wd.pollDrives.Load()},
+		{Name: "waiter_drives", Value: waiterDrives},
+		{Name: "poller_drives", Value: pollDrives},
 	}
 }

@@ -269,8 +269,12 @@ func (e *endpoint) spinRead() (int, error) {
 		x.iov = append(x.iov[:0], x.b[x.w:])
 		n, err := e.raw.readv(x.iov, false)
 		x.iov[0] = nil
-		if !errors.Is(err, errWouldBlock) {
-			x.spinner.End(err == nil)
+		switch {
+		case err == nil:
+			x.spinner.End(true)
+			return n, err
+		case !errors.Is(err, errWouldBlock):
+			x.spinner.Abandon() // a kick, a stop, the end of the stream
 			return n, err
 		}
 		if time.Now().UnixNano()-start >= spin {

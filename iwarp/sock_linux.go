@@ -21,7 +21,8 @@ import (
 // memory, header scratch), non-blocking when asked, through the net
 // package's poller so that deadlines and Close keep working.
 //
-// The read half belongs to the receive goroutine and the write half to the
+// The read half belongs to whoever runs the receive path (the receive
+// goroutine, or a waiter or poller it lent it to; drive.go) and the write half to the
 // goroutine holding the send engine; they never share a field.
 type rawSock struct {
 	rc   syscall.RawConn

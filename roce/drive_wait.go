@@ -109,7 +109,13 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 	if e.cfg.WaitSpin > 0 && e.spinner.Begin() {
 		since = time.Now().UnixNano()
 	}
-	defer func() { e.spinner.End(since != 0 && cq.Ready(solicitedOnly)) }()
+	defer func() {
+		if since != 0 && cq.Ready(solicitedOnly) {
+			e.spinner.End(true)
+		} else {
+			e.spinner.Abandon() // the context, a kick, quit, a turn holding the batches
+		}
+	}()
 	for !cq.Ready(solicitedOnly) && ctx.Err() == nil {
 		select {
 		case <-e.quit:

@@ -52,7 +52,7 @@ func newRxBatch(n, bufLen int) *rxBatch {
 func (e *engine) read() {
 	defer e.wg.Done()
 	var since int64 // UnixNano of the last batch, while the reader spins
-	defer func() { e.rdSpinner.End(false) }()
+	defer e.rdSpinner.Abandon()
 	for {
 		var b *rxBatch
 		select {
@@ -63,7 +63,7 @@ func (e *engine) read() {
 		if since != 0 && e.rdMode.Load() != modeReader {
 			// A poller or waiter asks for the socket: the blocking
 			// read below returns at its deadline.
-			e.rdSpinner.End(false)
+			e.rdSpinner.Abandon()
 			since = 0
 		}
 		var n int
@@ -78,7 +78,11 @@ func (e *engine) read() {
 				}
 				continue
 			}
-			e.rdSpinner.End(true)
+			if err == nil {
+				e.rdSpinner.End(true)
+			} else {
+				e.rdSpinner.Abandon()
+			}
 			since = 0
 		} else {
 			n, err = e.conn.ReadBatch(b.msgs)

@@ -45,6 +45,16 @@ func (s *WaitSpinner) Begin() bool {
 	return true
 }
 
+// Abandon ends the spin Begin allowed, for a reason that says nothing of
+// how soon replies come (a hand-off, a kick, a context, a close): it
+// counts as neither a catch nor a miss.
+func (s *WaitSpinner) Abandon() {
+	if s.on {
+		s.on = false
+		spinners.Add(-1)
+	}
+}
+
 // End ends the spin Begin allowed; caught says whether it ended because
 // what it waited for arrived.
 func (s *WaitSpinner) End(caught bool) {

@@ -39,6 +39,21 @@ func TestWaitSpinnerBacksOff(t *testing.T) {
 	s.End(true)
 }
 
+// TestWaitSpinnerAbandon: an abandoned spin is neither a catch nor a
+// miss: a miss, an abandoned spin and a miss back off as two misses do.
+func TestWaitSpinnerAbandon(t *testing.T) {
+	var s WaitSpinner
+	for _, end := range []func(){func() { s.End(false) }, s.Abandon, func() { s.End(false) }} {
+		if !s.Begin() {
+			t.Fatal("a wait does not spin before two misses")
+		}
+		end()
+	}
+	if s.Begin() {
+		t.Fatal("the wait after two misses spins")
+	}
+}
+
 // TestWaitSpinnersBounded: no more than GOMAXPROCS goroutines spin at
 // once, and a spinner that ended frees its place.
 func TestWaitSpinnersBounded(t *testing.T) {
@@ -54,9 +69,14 @@ func TestWaitSpinnersBounded(t *testing.T) {
 	if !ss[2].Begin() {
 		t.Fatal("a spinner refused after another ended")
 	}
-	ss[1].End(true)
+	ss[1].Abandon()
+	if !ss[0].Begin() {
+		t.Fatal("a spinner refused after another abandoned its spin")
+	}
+	ss[0].End(true)
 	ss[2].End(true)
 	ss[2].End(true) // an End without a Begin does nothing
+	ss[2].Abandon() // nor does an Abandon
 	if n := spinners.Load(); n != 0 {
 		t.Fatalf("%d spinners counted after every End", n)
 	}
