@@ -362,6 +362,7 @@ func (e *endpoint) lend() error {
 	wd.mode.Store(turnOwn)
 	wd.mu.Unlock()
 	wd.turn.Lock()
+	e.flushDeferred() // answers the pollers' last pass left
 	wd.mu.Lock()
 	err := wd.err
 	wd.err = nil

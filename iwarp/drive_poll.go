@@ -78,8 +78,9 @@ func (e *endpoint) DrivePoll() bool {
 // path must go back to the receive goroutine.
 func (e *endpoint) pollPass() (progress, back bool) {
 	x := &e.rx
-	x.driving, x.polling = true, true
-	defer func() { x.driving, x.polling = false, false }()
+	e.flushDeferred() // the last pass's answers, if no post sent them
+	x.driving, x.polling, x.deferTx = true, true, true
+	defer func() { x.driving, x.polling, x.deferTx = false, false, false }()
 	for !e.stopped.Load() {
 		err := e.rxFPDU()
 		switch {

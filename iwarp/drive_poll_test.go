@@ -1,6 +1,8 @@
 package iwarp_test
 
 import (
+	"bytes"
+	"runtime"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testkit"
@@ -76,6 +78,52 @@ func TestPollerGoneReceiverServes(t *testing.T) {
 	expectDone(t, p.next(t, p.ctx, p.cqa), verbs.WCRead, 7)
 	if string(p.ba[:7]) != "read me" {
 		t.Fatalf("READ returned %q", p.ba[:7])
+	}
+}
+
+// TestPollerAnswersReads: READs of memory on a side whose application
+// busy-polls are answered from its poll passes (an answer waits for the
+// application's next post or poll pass, to share its write), and every
+// one completes with the region's bytes.
+func TestPollerAnswersReads(t *testing.T) {
+	p := newPollPair(t, 64)
+	src := make([]byte, 64)
+	for i := range src {
+		src[i] = byte(3 * i)
+	}
+	mb := must(p.pb.RegisterMR(src, verbs.AccessLocalWrite|verbs.AccessRemoteRead))
+	p.warm(t)
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() { // qb's application polls and has nothing to reap
+		defer close(polled)
+		wc := make([]verbs.WorkCompletion, 1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p.cqb.Poll(wc)
+			runtime.Gosched()
+		}
+	}()
+	defer func() { close(stop); <-polled }()
+	before := p.received()
+	for i := range 50 {
+		n := 1 + i
+		clear(p.ba)
+		if err := p.qa.PostSend([]verbs.SendWR{{ID: uint64(i), Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{p.ma.SGE(0, n)}, Remote: mb.Remote().At(0)}}); err != nil {
+			t.Fatal(err)
+		}
+		expectDone(t, p.next(t, p.ctx, p.cqa), verbs.WCRead, n)
+		if !bytes.Equal(p.ba[:n], src[:n]) {
+			t.Fatalf("READ %d returned %v", i, p.ba[:n])
+		}
+	}
+	if p.received() == before {
+		t.Fatal("no poll pass of the READs' target ran")
 	}
 }
 

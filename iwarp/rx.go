@@ -65,6 +65,8 @@ type rxState struct {
 	rest               int              // bytes of the FPDU being handled after r, when streamed
 	driving            bool             // a CQ waiter or poller runs the receive path (drive.go, drive_poll.go)
 	polling            bool             // a poller does: no read waits
+	deferTx            bool             // a poll pass runs: answers wait for the application's next post (owe)
+	deferred           bool             // answers were deferred and not yet sent (flushDeferred)
 	spinner            soft.WaitSpinner // the receive goroutine's WaitSpin (spinRead)
 	streaming          bool             // inside a streamed FPDU: no read may end at a kick
 	gateOpened         bool             // this FPDU opened the responder's gate: wake the send engine after it

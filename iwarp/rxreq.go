@@ -27,15 +27,32 @@ func (e *endpoint) admit(h iw.DDPUntagged) error {
 	return nil
 }
 
-// owe queues an answer and runs the send engine to send it now.
+// owe queues an answer and runs the send engine to send it now; in a
+// poll pass, at the application's next post or the next poll pass
+// (deferTx), so that the answer shares the write of what the application
+// sends back.
 func (e *endpoint) owe(j respJob) error {
 	e.rx.msn1++
 	if ok, _ := e.rq.push(j, e.ird); !ok {
 		j.tgt.Release()
 		return errStopped
 	}
+	if e.rx.deferTx {
+		e.tx.pend.Store(true)
+		e.rx.deferred = true
+		return nil
+	}
 	e.kick(true)
 	return nil
+}
+
+// flushDeferred runs the send engine for answers a poll pass deferred.
+// The receive path's holder only.
+func (e *endpoint) flushDeferred() {
+	if e.rx.deferred {
+		e.rx.deferred = false
+		e.kick(true)
+	}
 }
 
 // rxReadReq answers an RDMA Read Request from the source region.
