@@ -85,7 +85,7 @@ func (cl *client) setCPU(r *report.Result, t Test, cpu, rcpu *cpuSpan) {
 // method describes how a test measured, where it matters for reading the
 // figures.
 func (cl *client) method(t Test) string {
-	poll := "busy-polls the CQ, GOMAXPROCS lowered to the jobs of each process"
+	poll := "busy-polls the CQ, GOMAXPROCS no higher than the busy jobs of each process"
 	switch {
 	case cl.autoEvents:
 		poll = fmt.Sprintf("waits on the CQ: busy polling would spin %d goroutines on %d CPUs", cl.spinners, runtime.NumCPU())
