@@ -78,9 +78,13 @@ func (w *worker) fill(c *conn, op verbs.Opcode) (int, error) {
 		if c.p.Credits && c.credits == 0 {
 			break
 		}
-		if w.windowed(op) && c.inWindow == c.p.RxSlots {
-			if err := w.closeWindow(c); err != nil || c.inWindow > 0 {
-				return n, err
+		if w.windowed(op) {
+			if c.acks < c.windowsOut {
+				break // the peer checks the last window: its slots are not ours yet
+			}
+			if c.inWindow == c.p.RxSlots {
+				// Close the window; the next opens with the peer's ack.
+				return n, w.closeWindow(c)
 			}
 		}
 		if err := w.post1(c, op); err != nil {
@@ -127,7 +131,9 @@ func (w *worker) windowed(op verbs.Opcode) bool { return w.validate && op == ver
 
 // closeWindow ends a validation window: once its WRITEs are posted it
 // sends a window marker, and the next window starts when the peer has
-// checked this one and acknowledged it (c.inWindow is then 0).
+// checked this one and acknowledged it (fill posts nothing while
+// c.acks < c.windowsOut: the next window's WRITEs go to the same slots,
+// and placed before the peer's check they failed it).
 func (w *worker) closeWindow(c *conn) error {
 	if c.acks < c.windowsOut {
 		return nil // the marker is out; the ack will reopen the window
