@@ -10,21 +10,27 @@ import (
 // otherRunning estimates how many threads of other processes keep CPUs
 // busy: the fewest runnable threads that /proc/stat reports over a few
 // samples 10 ms apart, less this process's own runnable threads (the one
-// reading, and any the runtime has spinning just then). A busy-polling run needs
-// CPUs those threads do not hold; spinning beside them leaves the OS to
-// time-slice a spinner holding a transport's lock against them, which
-// costs milliseconds. It returns 0 where /proc/stat is not available.
-func otherRunning() int {
+// reading, and any the runtime has spinning just then). A busy-polling
+// run needs CPUs those threads do not hold; spinning beside them leaves
+// the OS to time-slice a spinner holding a transport's lock against them,
+// which costs milliseconds. It returns 0 where /proc/stat is not
+// available.
+func otherRunning() int { return leastOthers(procsRunning, selfRunning, 10*time.Millisecond) }
+
+// leastOthers is otherRunning's sampling: 5 samples every gap of the
+// runnable threads (total) less this process's (self, at least the one
+// sampling), and the fewest of them.
+func leastOthers(total func() (int, bool), self func() int, gap time.Duration) int {
 	least := -1
 	for i := range 5 {
 		if i > 0 {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(gap)
 		}
-		n, ok := procsRunning()
+		n, ok := total()
 		if !ok {
 			return 0
 		}
-		n -= max(selfRunning(), 1)
+		n -= max(self(), 1)
 		if least < 0 || n < least {
 			least = n
 		}

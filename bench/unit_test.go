@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -169,13 +170,24 @@ func TestProcsRunning(t *testing.T) {
 	}
 }
 
-// TestOtherRunningIgnoresOwnThreads: threads of this process that spin
-// are not counted as other processes'.
+// TestOtherRunningIgnoresOwnThreads: the runnable threads of this
+// process are not counted as other processes': each sample subtracts
+// them (at least the sampling one), and the fewest remaining count.
 func TestOtherRunningIgnoresOwnThreads(t *testing.T) {
+	totals := []int{4, 3, 5, 3, 4}
+	selves := []int{2, 2, 3, 0, 1}
+	i, j := 0, 0
+	total := func() (int, bool) { i++; return totals[i-1], true }
+	self := func() int { j++; return selves[j-1] }
+	if n := leastOthers(total, self, 0); n != 1 {
+		t.Errorf("leastOthers = %d, want 1 (samples 2, 1, 2, 2, 3)", n)
+	}
+	if n := leastOthers(func() (int, bool) { return 1, true }, func() int { return 3 }, 0); n != 0 {
+		t.Errorf("leastOthers = %d with more own threads than runnable ones, want 0", n)
+	}
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		t.Skip("no /proc/self/task")
 	}
-	before := otherRunning()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 2 {
@@ -191,10 +203,11 @@ func TestOtherRunningIgnoresOwnThreads(t *testing.T) {
 			}
 		}()
 	}
-	o := otherRunning()
+	time.Sleep(10 * time.Millisecond)
+	n := selfRunning()
 	close(stop)
 	wg.Wait()
-	if o > before {
-		t.Errorf("otherRunning %d with two goroutines of this process spinning, %d before", o, before)
+	if n < min(2, runtime.GOMAXPROCS(0)) {
+		t.Errorf("selfRunning %d with two goroutines of this process spinning", n)
 	}
 }
