@@ -139,10 +139,8 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 		if since != 0 {
 			n, err = e.pconn.TryReadBatch(b.msgs)
 			if err == nil && n == 0 {
-				e.rxFree <- b
-				if time.Now().UnixNano()-since >= int64(e.cfg.WaitSpin) {
+				if !e.spinEmpty(b, since, &e.spinner) {
 					since = 0 // block from the next read on
-					e.spinner.End(false)
 				}
 				continue
 			}

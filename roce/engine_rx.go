@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/wire/ib"
+	"github.com/goverbs/goverbs/soft"
 )
 
 // maxPacket is the longest RoCEv2 packet at MTU 4096: BTH, the largest
@@ -71,9 +72,7 @@ func (e *engine) read() {
 		if since != 0 {
 			n, err = e.pconn.TryReadBatch(b.msgs)
 			if err == nil && n == 0 {
-				e.rxFree <- b
-				if time.Now().UnixNano()-since >= int64(e.cfg.WaitSpin) {
-					e.rdSpinner.End(false)
+				if !e.spinEmpty(b, since, &e.rdSpinner) {
 					since = 0
 				}
 				continue
@@ -109,6 +108,19 @@ func (e *engine) read() {
 		e.readQueued(b)
 		e.kick()
 	}
+}
+
+// spinEmpty follows a spinning reader's empty read (the reader's or a
+// waiter's, with its spinner sp): b goes back, and once WaitSpin passed
+// since the last batch (since, UnixNano) the spin ends as a miss. It
+// reports whether the spin goes on.
+func (e *engine) spinEmpty(b *rxBatch, since int64, sp *soft.WaitSpinner) bool {
+	e.rxFree <- b
+	if time.Now().UnixNano()-since < int64(e.cfg.WaitSpin) {
+		return true
+	}
+	sp.End(false)
+	return false
 }
 
 // readQueued queues a batch read from the socket for a turn; if timers
