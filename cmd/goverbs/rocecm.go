@@ -118,6 +118,10 @@ func roceCMUcmatose(ctx context.Context, dev *verbs.Device, addr string, f *roce
 	}
 	fmt.Fprintf(stdout, "goverbs rocecm ucmatose %s: %d messages sent, %d received (lengths checked) in %v\n",
 		role, res.Sent, res.Received, res.Elapsed.Round(time.Millisecond))
+	if res.Unacked > 0 {
+		fmt.Fprintf(stdout, "goverbs rocecm ucmatose %s: the last %d SENDs were flushed by the server's disconnect before their ACK came\n",
+			role, res.Unacked)
+	}
 	return err
 }
 
