@@ -17,7 +17,7 @@ import (
 
 // benchCmd is goverbs bench: a run in one process, the client of a
 // two-process run (--connect), or its server (--listen).
-func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	if isPerftest(args) {
 		return perftestCmd(ctx, args, stdout, stderr) // a peer of perftest: its own flags
 	}
@@ -28,6 +28,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.listTests {
 		return listTests(stdout)
 	}
+	stop, err := startProfiles(f.cpuprofile, f.trace)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
 	if f.listen != "" {
 		return serve(ctx, f.listen, stderr)
 	}

@@ -43,6 +43,8 @@ type benchFlags struct {
 	interval   time.Duration
 	listTests  bool
 	noProgress bool
+	cpuprofile string
+	trace      string
 }
 
 func newBenchFlags() *benchFlags {
@@ -81,6 +83,8 @@ func newBenchFlags() *benchFlags {
 	fs.DurationVar(&f.interval, "interval", 0, "print the bandwidth of every `period` of a bandwidth measurement (iperf3 -i), e.g. 1s")
 	fs.StringVar(&f.listen, "listen", "", "serve one run for a client at `ADDR` (e.g. :18515); the client's flags decide the run")
 	fs.StringVar(&f.connect, "connect", "", "run against a server started with --listen at `ADDR` (host:port)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write this process's CPU profile of the run to `file` (go tool pprof), client or server")
+	fs.StringVar(&f.trace, "trace", "", "write this process's execution trace of the run to `file` (go tool trace), client or server")
 	f.perftestSpellings()
 	return f
 }

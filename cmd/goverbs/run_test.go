@@ -262,3 +262,32 @@ func TestInfoDevinfoHabits(t *testing.T) {
 		t.Errorf("info -d nosuch: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestBenchProfiles checks that --cpuprofile and --trace write profiles
+// the Go tools read, and that a profile file that cannot be created is
+// an error before anything runs.
+func TestBenchProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "run.trace")
+	code, _, errs := benchRun(t, "--test", "write-lat", "--no-baseline", "--cpuprofile", cpu, "--trace", tr)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{cpu, tr} {
+		if fi, err := os.Stat(f); err != nil {
+			t.Error(err)
+		} else if fi.Size() == 0 {
+			t.Errorf("%s is empty", f)
+		}
+	}
+	// A pprof profile is gzipped; a trace starts with "go 1.".
+	if b, _ := os.ReadFile(cpu); !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		t.Errorf("cpu profile does not start as gzip: % x", b[:min(len(b), 4)])
+	}
+	if b, _ := os.ReadFile(tr); !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace does not start with its header: %q", b[:min(len(b), 8)])
+	}
+	if code, _, _ := benchRun(t, "--test", "write-lat", "--cpuprofile", filepath.Join(dir, "no", "such", "dir")); code == exitOK {
+		t.Error("an uncreatable profile file: exit 0")
+	}
+}
