@@ -53,6 +53,7 @@ const (
 	ctrRxPolled                      // datagrams a CQ's poller read (device only; drive.go)
 	ctrRxWaited                      // datagrams a CQ's waiter read (device only; drive_wait.go)
 	ctrReaderIdle                    // the parked reader came back because nobody polled for a readerPark (device only; drive.go)
+	ctrAcksHeld                      // poll turns that left their ACKs for the application's next post (device only; ackhold.go)
 	numCounters
 )
 
@@ -93,6 +94,7 @@ var counterNames = [numCounters]string{
 	ctrRxPolled:       "rx_polled_datagrams",
 	ctrRxWaited:       "rx_waited_datagrams",
 	ctrReaderIdle:     "reader_park_timeouts",
+	ctrAcksHeld:       "poll_acks_held",
 }
 
 // String returns the counter's name.

@@ -221,6 +221,14 @@
 // ping-pong 36-68 µs, 13-27 µs with GOMAXPROCS lowered; goverbs bench
 // lowers it while it busy-polls).
 //
+// A poller that has just read a WRITE (with no receive to complete) leaves
+// the turn's ACKs queued for its application's next post, so that the ACK
+// and perftest's ib_write_lat answer leave in one system call: the ACK
+// coalescing IBA allows and rxe does (ackhold.go; poll_acks_held). The
+// ACKs leave with the next turn, empty Poll or Wait, and within a
+// millisecond or two when the application stops polling altogether, far
+// inside any peer's ACK timeout (67 ms at the default).
+//
 // A goroutine that waits on the CQ of one QP (CQ.Wait, PollWait) reads the
 // socket too, but blocking: it takes the socket from the reader as a
 // poller does, parks in it, and runs the turn for what arrives until its

@@ -113,6 +113,7 @@ func (e *engine) drive() bool {
 	if err != nil || n == 0 {
 		e.rxFree <- b
 		e.rdMu.Unlock()
+		e.pollFlushHeld() // the application polls again instead of acting
 		return false
 	}
 	raceRecv(e.tx.local)
@@ -121,7 +122,7 @@ func (e *engine) drive() bool {
 	b.n = n
 	e.readQueued(b)
 	e.rdMu.Unlock()
-	e.kick()
+	e.runTurns(false, true)
 	return true
 }
 
@@ -132,6 +133,7 @@ func (e *engine) unparkReader() {
 		return
 	}
 	e.spins.Store(0)
+	e.flushHeld()
 	if e.rdMode.Load() != modeReader {
 		select {
 		case e.unpark <- struct{}{}:
@@ -164,6 +166,7 @@ func (e *engine) parkReader() bool {
 	e.spins.Store(0)
 	e.pconn.SetReadDeadline(time.Time{})
 	e.rdMu.Unlock()
+	e.flushHeld()
 	return true
 }
 
@@ -181,6 +184,7 @@ func (e *engine) waitUnpark() bool {
 			e.parkTimer.Stop()
 			return false
 		case <-e.parkTimer.C:
+			e.flushHeld() // an application that stopped polling: ACKs wait a readerPark at most
 			if e.polls.Load() == seen {
 				// The socket went unread for up to two readerParks.
 				e.dev.add(ctrReaderIdle, 1)

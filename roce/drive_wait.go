@@ -76,6 +76,7 @@ func (e *engine) driveWait(ctx context.Context, cq *soft.CQ, solicitedOnly bool)
 	if e.pconn == nil {
 		return
 	}
+	e.flushHeld() // a waiter may block in the socket: held ACKs go first
 	e.polls.Add(1)
 	switch e.rdMode.Load() {
 	case modeReader:

@@ -74,6 +74,10 @@ type engine struct {
 	tx      *txBatch
 	rxCRC   seedCache
 	stopped bool
+	// pollTurn: the turn runs on a poller that has just read the socket
+	// (drive), whose application is about to act on what it found. Its
+	// ACKs may wait in tx for that action (ackhold.go).
+	pollTurn bool
 	// recvDone lists the QPs whose receive completions wait for the
 	// turn's flush (resp_done.go).
 	recvDone []*qpConn
@@ -108,6 +112,9 @@ type engine struct {
 	// socket; the next batch read sets fired (expire, readQueued).
 	expireOnRead atomic.Bool
 
+	// held: a poll turn left ACKs unflushed in tx (ackhold.go); set and
+	// cleared under mu, read without it.
+	held  atomic.Bool
 	fired atomic.Bool   // the timer fired; the next turn runs expire
 	more  atomic.Bool   // the last turn left packets to send
 	wake  chan struct{} // asks the engine goroutine for a turn
@@ -213,17 +220,20 @@ func (e *engine) post(c *qpConn, f uint32) {
 // tried, so one of the two sees it. When only transmission is left over (a
 // quota ran out), the caller hands it to the engine goroutine, after
 // releasing the turn, so that a poster returns and the reader reads.
-func (e *engine) kick() { e.runTurns(false) }
+func (e *engine) kick() { e.runTurns(false, false) }
 
 // runTurns is kick; the engine goroutine passes keep to go on with left
-// over transmission itself.
-func (e *engine) runTurns(keep bool) {
+// over transmission itself, and a poller that just read the socket passes
+// poll (pollTurn).
+func (e *engine) runTurns(keep, poll bool) {
 	for !e.inTurn.Load() && e.mu.TryLock() {
 		if e.stopped {
 			e.mu.Unlock()
 			return
 		}
+		e.pollTurn = poll
 		e.turn(e.clock())
+		e.pollTurn, poll = false, false
 		e.mu.Unlock()
 		if e.workPending() {
 			continue
@@ -264,7 +274,7 @@ func (e *engine) turn(now time.Time) {
 		e.expire(now)
 		// 4. Every QP sends up to its quota: responses, then requests.
 		e.transmit(now)
-		e.tx.flush()
+		e.flushOrHold()
 		// 5. Receives whose ACKs are now in the socket: an application
 		// that polls one and exits at once loses no ACK.
 		e.completeRecvs()
@@ -314,7 +324,7 @@ func (e *engine) run() {
 		case <-e.quit:
 			return
 		}
-		e.runTurns(true)
+		e.runTurns(true, false)
 	}
 }
 

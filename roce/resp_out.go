@@ -243,6 +243,7 @@ func (s *responder) emitAck(tx *txBatch, it *respItem) {
 	tx.commit(s.c.peer, s.c.gso, ib.BTHLen+ib.AETHLen, nil, 0, 0)
 	s.c.ctr.inc(ctrTxPackets)
 	if it.syn == ib.SyndromeACK {
+		tx.acks++
 		s.c.ctr.inc(ctrAcksSent)
 		s.acked = it.psn == s.ePSN.Add(-1)
 		if it.psn.Diff(s.ackedPSN) > 0 {

@@ -36,6 +36,7 @@ type txBatch struct {
 	slots   []txSlot
 	msgs    []Message
 	n       int
+	acks    int // of the n, positive ACKs (emitAck): what a poll turn may hold
 	targets []soft.Target
 	gso     gsoState
 	crc     seedCache
@@ -113,6 +114,9 @@ func (t *txBatch) finish(s *txSlot, dst netip.AddrPort, gsoOK bool, n int) {
 	t.n++
 }
 
+// onlyAcks reports whether the queued packets are all positive ACKs.
+func (t *txBatch) onlyAcks() bool { return t.n > 0 && t.acks == t.n && len(t.targets) == 0 }
+
 // flush sends the queued packets and releases the READ targets.
 func (t *txBatch) flush() {
 	if t.n > 0 {
@@ -136,6 +140,7 @@ func (t *txBatch) flush() {
 		}
 		t.n = 0
 	}
+	t.acks = 0
 	for i := range t.targets {
 		t.targets[i].Release()
 	}

@@ -1,0 +1,73 @@
+package roce
+
+// A poll turn holds its ACKs for the application's answer.
+//
+// perftest's ib_write_lat pattern: a busy-polling target sees the peer's
+// WRITE land in memory, then WRITEs back. The poller that read the
+// datagram ran the turn (drive), which placed the WRITE and flushed its
+// ACK in a system call of its own before the poll returned, and the
+// answer then went out in a second one: two sendmmsg calls a message,
+// the first of them between the message's arrival and the moment the
+// application can see it. Now a turn run by a poller that has just read
+// the socket leaves a batch of nothing but positive ACKs queued, and the
+// application's next post, which runs a turn, sends them in front of its
+// answer in one call: IBA's ACK coalescing, which rxe does too
+// (ack_deferred), bounded so that no ACK waits long:
+//
+//   - only a poll turn holds, only ACKs (no READ response, atomic
+//     acknowledgement, NAK or request), and only when no receive
+//     completion waits for them (resp_done.go: a receive is completed
+//     after its ACK is in the socket, never before);
+//   - only one turn's worth: a poll turn that finds ACKs held flushes
+//     them with its own, so a stream of WRITEs is acknowledged every
+//     other poll at worst and the sender's window keeps moving;
+//   - they leave with the next turn of any kind, an empty Poll, a Wait,
+//     the reader's return, or the parked reader's timer (readerPark) when
+//     the application stops polling altogether.
+//
+// Disconnect flushes whatever the batch holds before its DREQ (qpconn.go).
+
+// flushOrHold ends a turn's transmission: it flushes the batch, or, in a
+// poll turn that may hold (above), leaves its ACKs queued.
+// Precondition: e.mu is held.
+func (e *engine) flushOrHold() {
+	// The mode is read under mu: a reader that takes the socket back
+	// flushes after its mode change (parkReader), under mu too, so a
+	// hold either comes before that flush or sees the reader's mode.
+	if e.pollTurn && !e.held.Load() && len(e.recvDone) == 0 && e.tx.onlyAcks() && e.rdMode.Load() == modePolled {
+		e.held.Store(true)
+		e.dev.inc(ctrAcksHeld)
+		return
+	}
+	e.tx.flush()
+	e.held.Store(false)
+}
+
+// flushHeld sends the ACKs a poll turn held, waiting for the turn if it
+// is taken. No lock may be held.
+func (e *engine) flushHeld() {
+	if !e.held.Load() {
+		return
+	}
+	e.mu.Lock()
+	e.flushHeldLocked()
+	e.mu.Unlock()
+}
+
+// pollFlushHeld is flushHeld for a poller that found nothing to read: if
+// the turn is taken, the poller polls again and flushes then, so it does
+// not wait.
+func (e *engine) pollFlushHeld() {
+	if e.held.Load() && e.mu.TryLock() {
+		e.flushHeldLocked()
+		e.mu.Unlock()
+	}
+}
+
+// Precondition: e.mu is held.
+func (e *engine) flushHeldLocked() {
+	if e.held.Load() && !e.stopped {
+		e.tx.flush()
+		e.held.Store(false)
+	}
+}
