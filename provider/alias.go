@@ -194,6 +194,7 @@ var (
 	ErrCQOverrun       = verbs.ErrCQOverrun
 	ErrClosed          = verbs.ErrClosed
 	ErrDisconnected    = verbs.ErrDisconnected
+	ErrEventsDropped   = verbs.ErrEventsDropped
 	ErrInlineTooLong   = verbs.ErrInlineTooLong
 	ErrInvalidArgument = verbs.ErrInvalidArgument
 	ErrInvalidState    = verbs.ErrInvalidState

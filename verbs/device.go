@@ -35,7 +35,12 @@ func Open(p Provider) (*Device, error) {
 func (d *Device) Caps() Caps { return d.caps }
 
 // Events delivers asynchronous events: CQ overruns, QPs failing because of
-// their peer, disconnects. The channel is closed with the device.
+// their peer, disconnects. The channel is closed with the device. It holds
+// 256 events and a device never blocks on it: events raised while it is
+// full are dropped and counted, and the next event delivered carries an
+// Err matching ErrEventsDropped that says how many (joined to the event's
+// own error, if it has one). Read it, or drain it now and then, if the
+// events matter.
 func (d *Device) Events() <-chan AsyncEvent { return d.p.Events() }
 
 func (d *Device) isClosed() bool {

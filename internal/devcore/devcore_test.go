@@ -3,6 +3,7 @@ package devcore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,8 +159,23 @@ func TestEventsDropCounted(t *testing.T) {
 	e.Send(provider.AsyncEvent{Type: provider.EventQPFatal}) // dropped
 	<-e.Chan()
 	e.Send(provider.AsyncEvent{Type: provider.EventCQError})
-	if ev := <-e.Chan(); ev.Err == nil || ev.Err.Error() != "test: 1 earlier asynchronous events were dropped" {
+	if ev := <-e.Chan(); !errors.Is(ev.Err, provider.ErrEventsDropped) || !strings.HasSuffix(ev.Err.Error(), ": 1 before this one") {
 		t.Fatalf("event after a drop: %v", ev.Err)
+	}
+	// An event with an error of its own carries the count too: the
+	// drops are never forgotten because the next event had a cause.
+	e.Send(provider.AsyncEvent{Type: provider.EventQPFatal})
+	e.Send(provider.AsyncEvent{Type: provider.EventQPFatal}) // dropped
+	e.Send(provider.AsyncEvent{Type: provider.EventQPFatal}) // dropped
+	<-e.Chan()
+	own := errors.New("remote access error")
+	e.Send(provider.AsyncEvent{Type: provider.EventQPAccessErr, Err: own})
+	if ev := <-e.Chan(); !errors.Is(ev.Err, own) || !errors.Is(ev.Err, provider.ErrEventsDropped) || !strings.HasSuffix(ev.Err.Error(), ": 2 before this one") {
+		t.Fatalf("event with its own error after drops: %v", ev.Err)
+	}
+	e.Send(provider.AsyncEvent{Type: provider.EventCQError})
+	if ev := <-e.Chan(); ev.Err != nil {
+		t.Fatalf("the drops were reported twice: %v", ev.Err)
 	}
 	e.Close()
 	e.Send(provider.AsyncEvent{})

@@ -9,7 +9,8 @@ import (
 
 // Events is a device's asynchronous event channel. Send never blocks: when
 // the channel is full the event is counted as dropped, and the next event
-// delivered without an error of its own says how many were.
+// delivered says how many were, in an Err that matches
+// provider.ErrEventsDropped (joined to its own error, if it has one).
 //
 // Locks: mu guards sending on and closing the channel, and dropped; it is
 // a leaf (a provider raises events with its QP locks held).
@@ -38,8 +39,13 @@ func (e *Events) Send(ev provider.AsyncEvent) {
 	if e.closed {
 		return
 	}
-	if e.dropped > 0 && ev.Err == nil {
-		ev.Err = fmt.Errorf("%s: %d earlier asynchronous events were dropped", e.who, e.dropped)
+	if e.dropped > 0 {
+		drop := fmt.Errorf("%s: %w: %d before this one", e.who, provider.ErrEventsDropped, e.dropped)
+		if ev.Err != nil {
+			// The event's own error comes first: errors.Is finds both.
+			drop = fmt.Errorf("%w; %w", ev.Err, drop)
+		}
+		ev.Err = drop
 	}
 	select {
 	case e.ch <- ev:
