@@ -152,8 +152,8 @@
 // the code of soft's Fault) and a copy of the offending headers, after
 // which both QPs move to ERR and the connection closes. Memory outside the
 // ranges the checks granted is never touched, and other connections are
-// unaffected. One difference from RoCE and shm: a multi-segment WRITE (or
-// READ response) whose range runs out of its region part way fails after
+// unaffected. One difference from RoCE and shm: a multi-segment WRITE
+// whose range runs out of its region part way fails after
 // placing the segments before the one that crosses, inside the grant,
 // because DDP carries no message length for the sink to check up front
 // (RFC 5041 §5; the kernel's siw places them too). A WRITE that fails
