@@ -153,15 +153,17 @@
 // which both QPs move to ERR and the connection closes. Memory outside the
 // ranges the checks granted is never touched, and other connections are
 // unaffected. One difference from RoCE and shm: a multi-segment WRITE
-// whose range runs out of its region part way fails after
-// placing the segments before the one that crosses, inside the grant,
-// because DDP carries no message length for the sink to check up front
-// (RFC 5041 §5; the kernel's siw places them too). A WRITE that fails
-// with StatusRemAccessErr may therefore have changed granted bytes;
-// within one segment nothing of a refused range lands. The WR the Terminate blames completes with the status
-// termStatus gives it (a refused access: StatusRemAccessErr; a SEND too
-// long for the receive: StatusRemInvReqErr at the sender and
-// StatusLocLenErr at the receiver) and VendorErr 0x01LLTTCC (layer, type,
+// whose range runs out of its region part way fails after placing the
+// segments before the one that crosses, inside the grant, because DDP
+// carries no message length for the sink to check up front (RFC 5041 §5;
+// the kernel's siw places them too). A WRITE that fails with
+// StatusRemAccessErr may therefore have changed granted bytes; nothing of
+// the refused segment or after it lands.
+//
+// The WR the Terminate blames completes with the status termStatus gives
+// it (a refused access: StatusRemAccessErr; a SEND too long for the
+// receive: StatusRemInvReqErr at the sender and StatusLocLenErr at the
+// receiver) and VendorErr 0x01LLTTCC (layer, type,
 // code); earlier WRs completed, later ones flush. Asynchronous events carry
 // a *TerminateError.
 //
