@@ -115,7 +115,7 @@ func (l *link) dial(ctx context.Context, cm *cmConn, addr string, qp *soft.QP, p
 	}
 	cm.monitor(qp)
 	return provider.ConnInfo{
-		PrivateData: rep.Private, LocalAddr: l.cfg.addr.String(), RemoteAddr: peer.String(),
+		PrivateData: rep.Private, LocalAddr: cm.nc.LocalAddr().String(), RemoteAddr: cm.nc.RemoteAddr().String(),
 		RemoteQPN: rep.QPN, IRD: p.ResponderResources, ORD: ord,
 	}, nil
 }

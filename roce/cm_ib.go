@@ -131,7 +131,8 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 			HopLimit: 64, LocalACKTimeout: l.cfg.AckTimeout,
 		},
 	}
-	ibcm.CMAHeader{SrcPort: cmaSrcPort(), Src: l.cfg.addr.Addr(), Dst: ip}.Put(req.PrivateData[:])
+	srcPort := cmaSrcPort()
+	ibcm.CMAHeader{SrcPort: srcPort, Src: l.cfg.addr.Addr(), Dst: ip}.Put(req.PrivateData[:])
 	copy(req.PrivateData[ibcm.CMAHeaderLen:], param.PrivateData)
 	x := newIBConn()
 	if !g.do(func(now time.Time) {
@@ -198,7 +199,8 @@ func (l *link) dialIB(ctx context.Context, d *soft.Device, addr string, qp *soft
 		return provider.ConnInfo{}, &OpError{Op: "dial", Addr: addr, Err: fmt.Errorf("%w: the connection ended before its RTU", provider.ErrTimeout)}
 	}
 	return provider.ConnInfo{
-		PrivateData: trimPrivate(rep.PrivateData[:]), LocalAddr: l.cfg.addr.String(), RemoteAddr: dst.String(),
+		PrivateData: trimPrivate(rep.PrivateData[:]),
+		LocalAddr:   netip.AddrPortFrom(l.cfg.addr.Addr(), srcPort).String(), RemoteAddr: ibAddr(ip, port, udp),
 		RemoteQPN: rep.LocalQPN, IRD: p.ResponderResources, ORD: ord,
 	}, nil
 }
@@ -464,7 +466,8 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 		q.Fail(provider.EventPeerDisconnected, provider.ErrDisconnected)
 	}
 	return provider.ConnInfo{
-		PrivateData: r.PrivateData(), LocalAddr: l.cfg.addr.String(), RemoteAddr: r.peer.String(),
+		PrivateData: r.PrivateData(), LocalAddr: r.ln.Addr(),
+		RemoteAddr: netip.AddrPortFrom(r.hdr.Src, r.hdr.SrcPort).String(),
 		RemoteQPN: req.LocalQPN, IRD: acc.ResponderResources, ORD: ord,
 	}, nil
 }

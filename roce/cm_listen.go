@@ -324,7 +324,7 @@ wait:
 	}
 	r.cm.monitor(q)
 	return provider.ConnInfo{
-		PrivateData: m.Private, LocalAddr: l.cfg.addr.String(), RemoteAddr: r.peer.String(),
+		PrivateData: m.Private, LocalAddr: r.cm.nc.LocalAddr().String(), RemoteAddr: r.cm.nc.RemoteAddr().String(),
 		RemoteQPN: m.QPN, IRD: acc.ResponderResources, ORD: ord,
 	}, nil
 }

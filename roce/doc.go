@@ -74,6 +74,13 @@
 // ends), where the IB CM learns it from a DREQ that a dead process never
 // sends or from the data path's retries.
 //
+// A connection's ConnInfo.LocalAddr and RemoteAddr are the connection
+// manager's, as rdma_get_local_addr and rdma_get_peer_addr report them:
+// the dialer's RemoteAddr is the address it dialed and its LocalAddr names
+// this connection alone (the side channel's TCP addresses; with the IB CM,
+// the device's IP and the rdma_cm source port of its REQ). They are not
+// the UDP address of the data path, which every QP of a device shares.
+//
 // A QP can also be connected by hand, as ibv_rc_pingpong does: Modify from
 // INIT to RTR with an AddressVector and the peer's QPN, RQPSN, path MTU and
 // max_dest_rd_atomic, then to RTS. The AddressVector names the peer by Addr

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -326,6 +327,62 @@ func TestAddrs(t *testing.T) {
 			t.Errorf("dialer's local %v, acceptor's remote %v", c1.LocalAddr(), c2.RemoteAddr())
 		}
 	})
+}
+
+// TestAddrsNameEachConnection: a dialer's RemoteAddr is the address it
+// dialed, and two streams between the same two devices have different
+// local addresses, so that code keying connections by address (net/http's
+// Request.RemoteAddr, logs) tells them apart. On roce, whose QPs share
+// one UDP socket per device, the addresses are the connection manager's,
+// in both of its modes.
+func TestAddrsNameEachConnection(t *testing.T) {
+	trs := append(slices.Clone(transports), transport{name: "roce-ibcm",
+		open:   func() provider.Provider { return roce.New(roce.Options{Addr: "127.0.0.1:0", CM: roce.CMIB}) },
+		listen: "127.0.0.1:0"})
+	for _, tr := range trs {
+		t.Run(tr.name, func(t *testing.T) {
+			if tr.name == "loopback" || tr.name == "loopback-send" {
+				t.Skip("loopback's addresses are names on a network of its own")
+			}
+			d1, d2 := openDevice(t, tr), openDevice(t, tr)
+			l, err := tr.cfg.ListenStream(d2, tr.listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				for {
+					c, err := l.AcceptStream()
+					if err != nil {
+						return
+					}
+					t.Cleanup(func() { c.Close() })
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var locals []string
+			for range 2 {
+				c, err := tr.cfg.DialStream(ctx, d1, l.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if c.RemoteAddr().String() != l.Addr().String() {
+					t.Errorf("dialer's remote %v, want the listener's %v", c.RemoteAddr(), l.Addr())
+				}
+				if c.LocalAddr().String() == c.RemoteAddr().String() {
+					t.Errorf("local and remote are both %v", c.LocalAddr())
+				}
+				locals = append(locals, c.LocalAddr().String())
+			}
+			// shm's dialer, like a Unix socket's, has no name of its own:
+			// its address is its process.
+			if locals[0] == locals[1] && tr.name != "shm" {
+				t.Errorf("two streams share the local address %v", locals[0])
+			}
+		})
+	}
 }
 
 // TestAcceptAfterClose: Accept on a closed listener fails with
