@@ -468,6 +468,6 @@ func (r *ibReq) Accept(ctx context.Context, qp provider.QP, param provider.ConnP
 	return provider.ConnInfo{
 		PrivateData: r.PrivateData(), LocalAddr: r.ln.Addr(),
 		RemoteAddr: netip.AddrPortFrom(r.hdr.Src, r.hdr.SrcPort).String(),
-		RemoteQPN: req.LocalQPN, IRD: acc.ResponderResources, ORD: ord,
+		RemoteQPN:  req.LocalQPN, IRD: acc.ResponderResources, ORD: ord,
 	}, nil
 }

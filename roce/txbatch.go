@@ -2,6 +2,7 @@ package roce
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/goverbs/goverbs/internal/iovec"
 	"github.com/goverbs/goverbs/internal/wire/ib"
@@ -37,6 +38,7 @@ type txBatch struct {
 	msgs    []Message
 	n       int
 	acks    int // of the n, positive ACKs (emitAck): what a poll turn may hold
+	held    int // the first held packets, all ACKs (ackhold.go); flush sends them last
 	targets []soft.Target
 	gso     gsoState
 	crc     seedCache
@@ -114,11 +116,32 @@ func (t *txBatch) finish(s *txSlot, dst netip.AddrPort, gsoOK bool, n int) {
 	t.n++
 }
 
+// ackLast moves the held ACKs behind the packets queued after them, so
+// that an answer's WRITE and the ACK that waited for it, to one peer, can
+// leave as one GSO datagram (a run may end with a shorter segment, not
+// start with one). ACKs are cumulative (IBA 9.7.5.1.1): one that arrives
+// behind a later response of its QP is a duplicate the requester drops,
+// the later response having acknowledged its PSN already.
+func (t *txBatch) ackLast() {
+	h, n := t.held, t.n
+	slices.Reverse(t.msgs[:h])
+	slices.Reverse(t.msgs[h:n])
+	slices.Reverse(t.msgs[:n])
+	ok := t.gso.ok[:n]
+	slices.Reverse(ok[:h])
+	slices.Reverse(ok[h:])
+	slices.Reverse(ok)
+}
+
 // onlyAcks reports whether the queued packets are all positive ACKs.
 func (t *txBatch) onlyAcks() bool { return t.n > 0 && t.acks == t.n && len(t.targets) == 0 }
 
 // flush sends the queued packets and releases the READ targets.
 func (t *txBatch) flush() {
+	if t.held > 0 && t.held < t.n {
+		t.ackLast()
+	}
+	t.held = 0
 	if t.n > 0 {
 		msgs := t.msgs[:t.n]
 		for i := range msgs {
