@@ -23,7 +23,13 @@ package roce
 //     other poll at worst and the sender's window keeps moving;
 //   - they leave with the next turn of any kind, an empty Poll, a Wait,
 //     the reader's return, or the parked reader's timer (readerPark) when
-//     the application stops polling altogether.
+//     the application stops polling altogether;
+//   - only while holding pays: a hold that no post answered (a WRITE
+//     stream's target, which answers nothing, only delays the ACKs its
+//     sender's window waits for: write-bw lost a tenth) counts as a miss,
+//     and after two misses in a row the engine skips the next 1, 2, 4, …
+//     64 chances to hold, until a hold is answered again (the backoff of
+//     soft.WaitSpinner).
 //
 // Disconnect flushes whatever the batch holds before its DREQ (qpconn.go).
 
@@ -34,14 +40,43 @@ func (e *engine) flushOrHold() {
 	// The mode is read under mu: a reader that takes the socket back
 	// flushes after its mode change (parkReader), under mu too, so a
 	// hold either comes before that flush or sees the reader's mode.
+	if e.held.Load() {
+		e.holdAnswered(!e.pollTurn) // a post's turn answers; a poll turn's does not
+	}
 	if e.pollTurn && !e.held.Load() && len(e.recvDone) == 0 && e.tx.onlyAcks() && e.rdMode.Load() == modePolled {
-		e.held.Store(true)
-		e.tx.held = e.tx.n
-		e.dev.inc(ctrAcksHeld)
-		return
+		if e.hold.skip > 0 {
+			e.hold.skip--
+		} else {
+			e.held.Store(true)
+			e.tx.held = e.tx.n
+			e.dev.inc(ctrAcksHeld)
+			return
+		}
 	}
 	e.tx.flush()
 	e.held.Store(false)
+}
+
+// holdBackoff is the hold's miss history (flushOrHold); e.mu's.
+type holdBackoff struct {
+	skip, backoff uint16
+	missed        bool
+}
+
+// holdAnswered records how the ACKs held last left: with a post's turn
+// (answered), or with anything else.
+// Precondition: e.mu is held.
+func (e *engine) holdAnswered(answered bool) {
+	h := &e.hold
+	switch {
+	case answered:
+		h.backoff, h.missed = 0, false
+	case !h.missed:
+		h.missed = true
+	default:
+		h.backoff = min(max(2*h.backoff, 1), 64)
+		h.skip = h.backoff
+	}
 }
 
 // flushHeld sends the ACKs a poll turn held, waiting for the turn if it
@@ -81,6 +116,7 @@ func (e *engine) kickIfPending() {
 // Precondition: e.mu is held.
 func (e *engine) flushHeldLocked() {
 	if e.held.Load() && !e.stopped {
+		e.holdAnswered(false)
 		e.tx.flush()
 		e.held.Store(false)
 	}

@@ -78,6 +78,7 @@ type engine struct {
 	// (drive), whose application is about to act on what it found. Its
 	// ACKs may wait in tx for that action (ackhold.go).
 	pollTurn bool
+	hold     holdBackoff // whether holding pays (ackhold.go)
 	// recvDone lists the QPs whose receive completions wait for the
 	// turn's flush (resp_done.go).
 	recvDone []*qpConn
