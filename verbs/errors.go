@@ -46,10 +46,11 @@ var (
 	ErrTimeout         = &Error{msg: "connection management timed out", errno: syscall.ETIMEDOUT}
 	ErrDisconnected    = &Error{msg: "connection closed by the peer", errno: syscall.ECONNRESET}
 	ErrProtocol        = &Error{msg: "connection protocol violation by the peer", errno: syscall.EPROTO}
-	// ErrEventsDropped marks the event delivered after the Events channel
-	// was full: its Err says how many were dropped before it.
-	ErrEventsDropped = &Error{msg: "asynchronous events dropped while the Events channel was full", errno: syscall.ENOBUFS}
 )
+
+// ErrEventsDropped marks the event delivered after the Events channel was
+// full: its Err says how many were dropped before it.
+var ErrEventsDropped = &Error{msg: "asynchronous events dropped while the Events channel was full", errno: syscall.ENOBUFS}
 
 // PostError reports a work request PostSend or PostRecv refused. Nothing of
 // that post was queued.
