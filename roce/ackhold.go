@@ -31,7 +31,12 @@ package roce
 //     64 chances to hold, until a hold is answered again (the backoff of
 //     soft.WaitSpinner).
 //
-// Disconnect flushes whatever the batch holds before its DREQ (qpconn.go).
+// Disconnect and Detach flush what the batch holds before the DREQ or the
+// side channel's close (qpconn.go). What is not covered: a reader that
+// came back to the socket while a driving waiter held rdMu, behind a poll
+// turn that held after the reader's flush, leaves the ACKs to the
+// waiter's next read (three goroutines, or a turn stalled a millisecond;
+// an ACK timeout and one retransmission at worst).
 
 // flushOrHold ends a turn's transmission: it flushes the batch, or, in a
 // poll turn that may hold (above), leaves its ACKs queued.

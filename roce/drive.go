@@ -166,7 +166,13 @@ func (e *engine) parkReader() bool {
 	e.spins.Store(0)
 	e.pconn.SetReadDeadline(time.Time{})
 	e.rdMu.Unlock()
-	e.flushHeld()
+	// Under mu whatever held says: a poll turn that saw modePolled
+	// before the store above may not have set held yet, and once this
+	// reader blocks in the socket nobody else would flush (flushOrHold).
+	e.mu.Lock()
+	e.flushHeldLocked()
+	e.mu.Unlock()
+	e.kickIfPending()
 	return true
 }
 

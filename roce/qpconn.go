@@ -124,6 +124,8 @@ func (c *qpConn) Disconnect() {
 		c.resp.completeDone(true) // every ACK is in the socket
 		c.e.touch(c)              // the responses may hold regions (a linger)
 		ePSN, known = uint32(c.resp.ePSN), true
+	} else {
+		c.e.flushHeldLocked() // ACKs a poll turn held go before the DREQ
 	}
 	if c.ib != nil && !c.e.stopped {
 		// The DREQ leaves behind the ACKs, from the same socket: the
@@ -165,9 +167,11 @@ func (c *qpConn) ackPeerExecuted() {
 // already.
 func (c *qpConn) Detach() {
 	if c.cm != nil {
+		c.e.flushHeld() // held ACKs go before the side channel closes
 		c.cm.close()
 	}
 	c.e.mu.Lock()
+	c.e.flushHeldLocked() // and before the DREQ
 	if c.ib != nil && !c.e.stopped {
 		c.ib.hangUp(c.e.clock()) // a destroyed QP's peer is told, as rdma_cm's is
 		c.e.arm()

@@ -240,10 +240,13 @@ func (s *responder) emitAck(tx *txBatch, it *respItem) {
 	sl := tx.slot()
 	ib.AETH(sl.hdr[ib.BTHLen:]).Encode(&ib.AETHFields{Syndrome: it.syn, MSN: s.msn})
 	s.c.putBTH(sl.hdr[:], ib.OpAck, it.psn, 0, false, false)
+	queued := tx.n
 	tx.commit(s.c.peer, s.c.gso, ib.BTHLen+ib.AETHLen, nil, 0, 0)
 	s.c.ctr.inc(ctrTxPackets)
 	if it.syn == ib.SyndromeACK {
-		tx.acks++
+		if tx.n > queued { // not refused by finish: onlyAcks counts what is queued
+			tx.acks++
+		}
 		s.c.ctr.inc(ctrAcksSent)
 		s.acked = it.psn == s.ePSN.Add(-1)
 		if it.psn.Diff(s.ackedPSN) > 0 {
