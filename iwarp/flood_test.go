@@ -288,7 +288,18 @@ func TestListenerFloodHonestPeers(t *testing.T) {
 			}
 			res := runFlood(t, p, limits...)
 			t.Log(res)
-			if res.fail*100 > (res.ok+res.fail)*1 {
+			// At most 1 %; under the race detector, with 20 honest
+			// dialers, one: there a dialer can be descheduled between its
+			// TCP connect and its MPA Request for longer than the flood
+			// takes to cycle the 256 slots (about 1,500 connections a
+			// second), and then it is the oldest silent connection the
+			// eviction finds (CI failed that way once: 1 of 20, set-up
+			// p99 35 ms). The defaults (1,024 slots) are not under test.
+			allowed := (res.ok + res.fail) / 100
+			if raceEnabled {
+				allowed = max(allowed, 1)
+			}
+			if res.fail > allowed {
 				t.Errorf("%d of %d honest connections failed during the flood (first: %v; the victim said %v)",
 					res.fail, res.ok+res.fail, res.firstErr, res.honestRefused)
 			}
