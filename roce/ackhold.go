@@ -45,49 +45,22 @@ func (e *engine) flushOrHold() {
 	// The mode is read under mu: a reader that takes the socket back
 	// flushes after its mode change (parkReader), under mu too, so a
 	// hold either comes before that flush or sees the reader's mode.
-	if e.held.Load() {
-		e.holdAnswered(!e.pollTurn) // a post's turn answers; a poll turn's does not
+	held := e.tx.holding()
+	if held {
+		e.hold.Record(!e.pollTurn) // a post's turn answers; a poll turn's does not
 	}
-	if e.pollTurn && !e.held.Load() && len(e.recvDone) == 0 && e.tx.onlyAcks() && e.rdMode.Load() == modePolled {
-		if e.hold.skip > 0 {
-			e.hold.skip--
-		} else {
-			e.held.Store(true)
-			e.tx.held = e.tx.n
-			e.dev.inc(ctrAcksHeld)
-			return
-		}
+	if e.pollTurn && !held && len(e.recvDone) == 0 && e.tx.onlyAcks() && e.rdMode.Load() == modePolled && !e.hold.Skip() {
+		e.tx.held.Store(int32(e.tx.n))
+		e.dev.inc(ctrAcksHeld)
+		return
 	}
 	e.tx.flush()
-	e.held.Store(false)
-}
-
-// holdBackoff is the hold's miss history (flushOrHold); e.mu's.
-type holdBackoff struct {
-	skip, backoff uint16
-	missed        bool
-}
-
-// holdAnswered records how the ACKs held last left: with a post's turn
-// (answered), or with anything else.
-// Precondition: e.mu is held.
-func (e *engine) holdAnswered(answered bool) {
-	h := &e.hold
-	switch {
-	case answered:
-		h.backoff, h.missed = 0, false
-	case !h.missed:
-		h.missed = true
-	default:
-		h.backoff = min(max(2*h.backoff, 1), 64)
-		h.skip = h.backoff
-	}
 }
 
 // flushHeld sends the ACKs a poll turn held, waiting for the turn if it
 // is taken. No lock may be held.
 func (e *engine) flushHeld() {
-	if !e.held.Load() {
+	if !e.tx.holding() {
 		return
 	}
 	e.mu.Lock()
@@ -100,7 +73,7 @@ func (e *engine) flushHeld() {
 // the turn is taken, the poller polls again and flushes then, so it does
 // not wait.
 func (e *engine) pollFlushHeld() {
-	if e.held.Load() && e.mu.TryLock() {
+	if e.tx.holding() && e.mu.TryLock() {
 		e.flushHeldLocked()
 		e.mu.Unlock()
 		e.kickIfPending()
@@ -120,9 +93,8 @@ func (e *engine) kickIfPending() {
 
 // Precondition: e.mu is held.
 func (e *engine) flushHeldLocked() {
-	if e.held.Load() && !e.stopped {
-		e.holdAnswered(false)
+	if e.tx.holding() && !e.stopped {
+		e.hold.Record(false)
 		e.tx.flush()
-		e.held.Store(false)
 	}
 }

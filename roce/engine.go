@@ -78,7 +78,7 @@ type engine struct {
 	// (drive), whose application is about to act on what it found. Its
 	// ACKs may wait in tx for that action (ackhold.go).
 	pollTurn bool
-	hold     holdBackoff // whether holding pays (ackhold.go)
+	hold     soft.MissBackoff // whether holding pays (ackhold.go)
 	// recvDone lists the QPs whose receive completions wait for the
 	// turn's flush (resp_done.go).
 	recvDone []*qpConn
@@ -113,9 +113,6 @@ type engine struct {
 	// socket; the next batch read sets fired (expire, readQueued).
 	expireOnRead atomic.Bool
 
-	// held: a poll turn left ACKs unflushed in tx (ackhold.go); set and
-	// cleared under mu, read without it.
-	held  atomic.Bool
 	fired atomic.Bool   // the timer fired; the next turn runs expire
 	more  atomic.Bool   // the last turn left packets to send
 	wake  chan struct{} // asks the engine goroutine for a turn

@@ -3,6 +3,7 @@ package roce
 import (
 	"net/netip"
 	"slices"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/internal/iovec"
 	"github.com/goverbs/goverbs/internal/wire/ib"
@@ -31,14 +32,17 @@ type txSlot struct {
 // completions after the flush: resp_done.go), and READ response
 // payloads are held by a soft.Target until flush releases it.
 type txBatch struct {
-	conn    PacketConn
-	local   netip.AddrPort
-	dev     *counters
-	slots   []txSlot
-	msgs    []Message
-	n       int
-	acks    int // of the n, positive ACKs (emitAck): what a poll turn may hold
-	held    int // the first held packets, all ACKs (ackhold.go); flush sends them last
+	conn  PacketConn
+	local netip.AddrPort
+	dev   *counters
+	slots []txSlot
+	msgs  []Message
+	n     int
+	acks  int // of the n, positive ACKs (emitAck): what a poll turn may hold
+	// held counts the first packets, all ACKs, that a poll turn held
+	// (ackhold.go); flush sends them last and clears it. Written under
+	// the engine's mu with the rest of the batch, read without it.
+	held    atomic.Int32
 	targets []soft.Target
 	gso     gsoState
 	crc     seedCache
@@ -123,7 +127,7 @@ func (t *txBatch) finish(s *txSlot, dst netip.AddrPort, gsoOK bool, n int) {
 // behind a later response of its QP is a duplicate the requester drops,
 // the later response having acknowledged its PSN already.
 func (t *txBatch) ackLast() {
-	h, n := t.held, t.n
+	h, n := int(t.held.Load()), t.n
 	slices.Reverse(t.msgs[:h])
 	slices.Reverse(t.msgs[h:n])
 	slices.Reverse(t.msgs[:n])
@@ -133,15 +137,18 @@ func (t *txBatch) ackLast() {
 	slices.Reverse(ok)
 }
 
+// holding reports whether a poll turn's ACKs wait in the batch.
+func (t *txBatch) holding() bool { return t.held.Load() > 0 }
+
 // onlyAcks reports whether the queued packets are all positive ACKs.
 func (t *txBatch) onlyAcks() bool { return t.n > 0 && t.acks == t.n && len(t.targets) == 0 }
 
 // flush sends the queued packets and releases the READ targets.
 func (t *txBatch) flush() {
-	if t.held > 0 && t.held < t.n {
+	if h := int(t.held.Load()); h > 0 && h < t.n {
 		t.ackLast()
 	}
-	t.held = 0
+	t.held.Store(0)
 	if t.n > 0 {
 		msgs := t.msgs[:t.n]
 		for i := range msgs {

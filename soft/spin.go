@@ -20,21 +20,51 @@ import (
 //
 // A WaitSpinner belongs to whoever holds the receive path it spins on.
 type WaitSpinner struct {
+	MissBackoff
+	on bool // between a Begin that said yes and its End
+}
+
+// MissBackoff is the backoff of a bet that pays only when it comes off
+// (WaitSpinner's spin, roce's ACK hold): after two misses in a row it
+// skips the next 1, 2, 4, … 64 chances, one more miss each, until a bet
+// comes off again. One miss alone does not back off. Its owner serializes
+// its calls.
+type MissBackoff struct {
 	skip, backoff uint16
-	missed        bool // the last spin caught nothing
-	on            bool // between a Begin that said yes and its End
+	missed        bool // the last bet missed
+}
+
+// maxBackoff is the most chances skipped after bets that missed.
+const maxBackoff = 64
+
+// Skip reports whether this chance is skipped, counting it.
+func (b *MissBackoff) Skip() bool {
+	if b.skip > 0 {
+		b.skip--
+		return true
+	}
+	return false
+}
+
+// Record takes a bet's outcome.
+func (b *MissBackoff) Record(caught bool) {
+	switch {
+	case caught:
+		b.backoff, b.missed = 0, false
+	case !b.missed:
+		b.missed = true
+	default:
+		b.backoff = min(max(2*b.backoff, 1), maxBackoff)
+		b.skip = b.backoff
+	}
 }
 
 // spinners counts the goroutines of the process between Begin and End.
 var spinners atomic.Int32
 
-// maxSpinBackoff is the most waits skipped after spins that caught nothing.
-const maxSpinBackoff = 64
-
 // Begin reports whether this wait may spin; if it does, End must follow.
 func (s *WaitSpinner) Begin() bool {
-	if s.skip > 0 {
-		s.skip--
+	if s.Skip() {
 		return false
 	}
 	if spinners.Add(1) > int32(runtime.GOMAXPROCS(0)) {
@@ -63,14 +93,5 @@ func (s *WaitSpinner) End(caught bool) {
 	}
 	s.on = false
 	spinners.Add(-1)
-	if caught {
-		s.backoff, s.missed = 0, false
-		return
-	}
-	if !s.missed {
-		s.missed = true
-		return
-	}
-	s.backoff = min(max(2*s.backoff, 1), maxSpinBackoff)
-	s.skip = s.backoff
+	s.Record(caught)
 }
