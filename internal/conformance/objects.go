@@ -130,7 +130,7 @@ func testMRBusyWithOutstandingWR(t *testing.T, e *Env) {
 	c := connect(t, e, ConnOpts{})
 	src := c.mr(64, verbs.AccessLocalWrite)
 	dst := c.peerMR(64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	noErr(t, c.QP.Modify(&verbs.QPAttr{State: verbs.StateSQD}, verbs.AttrState))
+	c.sqd()
 	c.post(verbs.SendWR{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{src.SGE(0, 64)}, Remote: dst.Remote.At(0)})
 	if err := src.Deregister(); !errors.Is(err, verbs.ErrBusy) {
 		t.Fatalf("deregister a region a posted WR uses: %v, want ErrBusy", err)

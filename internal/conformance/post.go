@@ -54,10 +54,12 @@ func testPostInWrongState(t *testing.T, e *Env) {
 	}
 }
 
-// sqd stops A's send queue so posted WRs stay queued.
+// sqd stops A's send queue so posted WRs stay queued, and waits for what
+// was under way to drain so the QP may leave SQD again.
 func (c *Conn) sqd() {
 	c.t.Helper()
 	noErr(c.t, c.QP.Modify(&verbs.QPAttr{State: verbs.StateSQD}, verbs.AttrState))
+	waitSQDrained(c.t, c.QP)
 }
 
 func (c *Conn) rts() {

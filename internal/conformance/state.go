@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/mem"
 	"github.com/goverbs/goverbs/verbs"
@@ -171,7 +172,7 @@ func testStateMachineConnected(t *testing.T, e *Env) {
 	modifyFails(t, c.QP, verbs.QPAttr{State: verbs.StateRTR}, st, verbs.ErrInvalidState)
 	modifyFails(t, c.QP, verbs.QPAttr{State: verbs.StateInit, Access: 0}, st|verbs.AttrAccessFlags, verbs.ErrInvalidState)
 	noErr(t, c.QP.Modify(&verbs.QPAttr{MinRNRTimer: 3}, verbs.AttrMinRNRTimer)) // RTS -> RTS
-	noErr(t, c.QP.Modify(&verbs.QPAttr{State: verbs.StateSQD}, st))
+	c.sqd()
 	noErr(t, c.QP.Modify(&verbs.QPAttr{State: verbs.StateSQD, RetryCnt: 3}, st|verbs.AttrRetryCnt))
 	noErr(t, c.QP.Modify(&verbs.QPAttr{State: verbs.StateRTS}, st))
 	if a := must(c.QP.Query())(t); a.State != verbs.StateRTS || a.RetryCnt != 3 || a.MinRNRTimer != 3 {
@@ -222,5 +223,28 @@ func noErr(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitSQDrained waits until a QP in SQD reports its send queue drained.
+// The IBA lets attributes change in SQD only once the send queue has
+// drained (the SQ Drained event); before that rxe refuses every transition but to ERR with
+// EINVAL, so an SQD -> SQD right after RTS -> SQD fails now and then on
+// a real device even with nothing posted.
+func waitSQDrained(t *testing.T, qp *verbs.QP) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		a := must(qp.Query())(t)
+		if a.State != verbs.StateSQD {
+			t.Fatalf("after RTS -> SQD: state %v", a.State)
+		}
+		if !a.SQDraining {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SQD: the send queue, with nothing posted, did not drain in 2 s")
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
