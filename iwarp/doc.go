@@ -56,8 +56,12 @@
 // BusyPoll(true) makes the receive goroutine spin on non-blocking reads
 // (yielding with runtime.Gosched between attempts, and, once 20 µs passed
 // without data, its thread to the OS now and then): the lowest latency, at
-// the price of one CPU per connection kept busy even when idle (see
-// docs/bench/iwarp.md for the figures). An application that keeps
+// the price of a CPU per connection while its traffic flows (see
+// docs/bench/iwarp.md for the figures). A read that has found nothing for
+// twice the wait that last ended with data (at least 50 µs, at most 200 µs)
+// parks in the netpoller, so an idle connection costs no CPU and many
+// connections do not spend the CPUs on spinning; the first message after
+// such a pause costs a netpoller wake-up. An application that keeps
 // polling a CQ of the connection (64 empty Polls with no Wait between
 // them) takes the receive path over as a waiter does: each empty Poll
 // reads what the socket holds without waiting and handles it on the

@@ -103,11 +103,13 @@ func CRC(on bool) Option { return func(c *config) { c.crc = on } }
 // netpoller, and a sender that finds the socket full spins instead of
 // parking. While the application keeps polling a CQ of the connection,
 // its empty Polls read the socket instead and the receive goroutine parks
-// (see drive_poll.go). It trades one CPU per connection (kept busy even when idle; the
-// goroutine yields with runtime.Gosched between attempts, and after 20 µs
-// without data yields its thread to the OS now and then, so that on a
-// machine short of CPUs the spinners do not starve the peer they wait for)
-// for the lowest latency. Applications that busy-poll should also poll
+// (see drive_poll.go). It trades a CPU per connection while its traffic
+// flows (the goroutine yields with runtime.Gosched between attempts, and
+// after 20 µs without data yields its thread to the OS now and then, so
+// that on a machine short of CPUs the spinners do not starve the peer they
+// wait for) for the lowest latency; a read that has found nothing for
+// twice its last wait (50 to 200 µs) parks in the netpoller, so an idle
+// connection costs no CPU. Applications that busy-poll should also poll
 // their CQs (or memory) without parking. Default off: every wait parks in the netpoller
 // and costs no CPU while idle. Only connections over a *net.TCPConn
 // busy-poll; a connection wrapped by WrapConn always parks.

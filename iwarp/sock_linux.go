@@ -31,6 +31,7 @@ type rawSock struct {
 	// Read half.
 	rspin         int64  // busy polling: when reads started to find nothing (UnixNano), 0 once one reads
 	ryields       uint32 // busy polling: empty attempts past spinYieldAfter
+	rpark         int64  // busy polling: how long reads find nothing before the next one parks (ns; busyPark)
 	riov          [maxReadIov]unix.Iovec
 	rn            int
 	rblock        bool
@@ -69,25 +70,57 @@ const (
 // its CQ) the spinners then hold the CPUs the peer needs to send what they
 // wait for, until the OS time-slices them, and every message waits
 // milliseconds. A ping-pong's next message mostly comes within the bound.
-// It never parks: a parked receive goroutine beside goroutines that spin
-// with runtime.Gosched would wait for sysmon's netpoll, up to 10 ms.
+// It parks only past its bound (busyParkMin below): a parked receive
+// goroutine beside goroutines that spin with runtime.Gosched on every CPU
+// waits for sysmon's netpoll, up to 10 ms.
 const (
 	spinYieldAfter = 20 * time.Microsecond
 	spinYieldEvery = 16
 )
 
-// spinYield is one empty turn of a busy-polling read.
-func (s *rawSock) spinYield() {
+// A busy-polling read parks in the netpoller once it has found nothing for
+// its bound, which follows the connection's traffic: twice the wait that
+// last ended with data, within [busyParkMin, busyParkMax]. Spinning is
+// for a connection whose next message comes soon; spinning without end
+// made every idle connection cost a CPU, and a process with many of them
+// (16 dialers setting connections up, each end's receive goroutine
+// spinning) spent its CPUs on the spinners instead of the connections
+// that had work: 1,100 setups per second against 7,400 with the bound
+// (BENCHMARKS.md §27). A sender whose next message comes regularly within
+// busyParkMax keeps its receiver spinning; after an idle spell the first
+// message costs a netpoller wake-up, as without BusyPoll.
+const (
+	busyParkMin = 50 * time.Microsecond
+	busyParkMax = 200 * time.Microsecond
+)
+
+// spinYield is one empty turn of a busy-polling read. It reports whether
+// the read has spun for its bound and should park.
+func (s *rawSock) spinYield() (park bool) {
 	runtime.Gosched()
 	now := time.Now().UnixNano()
 	switch {
 	case s.rspin == 0:
 		s.rspin = now
+	case now-s.rspin > max(s.rpark, int64(busyParkMin)):
+		return true
 	case now-s.rspin > int64(spinYieldAfter):
 		if s.ryields++; s.ryields%spinYieldEvery == 0 {
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}
+	return false
+}
+
+// spinEnded books a busy-polling read that found data after spinning: the
+// next spin's bound is twice this wait.
+func (s *rawSock) spinEnded() {
+	if s.rspin == 0 {
+		return
+	}
+	waited := time.Now().UnixNano() - s.rspin
+	s.rpark = min(2*waited, int64(busyParkMax))
+	s.rspin, s.ryields = 0, 0
 }
 
 // errWouldBlock reports a non-blocking call that found nothing to do.
@@ -200,19 +233,22 @@ func (s *rawSock) readv(bufs [][]byte, block bool) (int, error) {
 	s.rn = n
 	defer clear(s.riov[:n]) // drop the pointers into caller memory
 	defer raceAcquire()
+	park := false
 	for {
-		s.rblock = block && !s.busy
+		// Busy polling spins until its bound, then waits in the
+		// netpoller as a plain read does.
+		s.rblock = block && (!s.busy || park)
 		if err := s.rc.Read(s.readFn); err != nil {
 			return 0, err
 		}
 		switch {
 		case s.rerr == unix.EAGAIN && block:
-			s.spinYield() // busy-poll: try again
+			park = s.spinYield() // busy-poll: try again
 			continue
 		case s.rerr == unix.EAGAIN:
 			return 0, errWouldBlock
 		}
-		s.rspin = 0
+		s.spinEnded()
 		switch {
 		case s.rerr != 0:
 			return 0, s.rerr
