@@ -36,6 +36,7 @@ func Run(ctx context.Context, cfg Config, opt Options) ([]report.Result, error) 
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	TimingClock()
 	t, _ := LookupTransport(cfg.Transport)
 	if opt.Connect != "" && t.Reach == ReachProcess && cfg.needsPeerDevices() {
 		return nil, &ConfigError{Field: "connect", Msg: fmt.Sprintf("transport %s reaches only within one process; pick another with --transport", t.Name)}

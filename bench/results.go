@@ -47,6 +47,9 @@ func (cl *client) results(t Test, tr *trial, m *measurement, cpu, rcpu *cpuSpan)
 		r.Peers, r.Bidir = cl.cfg.Peers, cl.cfg.Bidir && t.Kind == Bandwidth
 		r.FanIn = cl.cfg.FanIn && t.Kind != Register && t.Kind != Setup
 		r.Method = cl.method(t)
+		if c := TimingClock(); c != "" {
+			r.Method += "; " + c
+		}
 		r.Validated = cl.cfg.Validate && (t.Kind == Latency || t.Kind == Bandwidth)
 	}
 	last := &rs[len(rs)-1] // the whole cycle, for reg and setup

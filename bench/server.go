@@ -46,6 +46,7 @@ type server struct {
 // processes inproc is nil and host is our address on the control
 // connection, which our listeners bind to.
 func serveConn(ctx context.Context, conn net.Conn, inproc *inProcess, host string) (err error) {
+	TimingClock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
