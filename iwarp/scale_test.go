@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/conformance"
+	"github.com/goverbs/goverbs/iwarp"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -18,4 +19,13 @@ func TestScale(t *testing.T) {
 	// need: about 26 KiB is left.
 	open := func() *verbs.Device { return openDev(t) }
 	conformance.ScaleTest(t, open, 500, 3, "127.0.0.1:0", conformance.ScaleBounds{HeapPerQP: 128 << 10, GoroutinesPerQP: 2.1, FDsPerQP: 1.1})
+}
+
+// TestScaleBusyPoll is TestScale with BusyPoll: a busy-polling connection
+// whose traffic has stopped parks its receive goroutine (sock_linux.go's
+// bound), so many of them neither starve the ones that have work nor cost
+// a CPU each while idle.
+func TestScaleBusyPoll(t *testing.T) {
+	open := func() *verbs.Device { return openDev(t, iwarp.BusyPoll(true)) }
+	conformance.ScaleTest(t, open, 200, 3, "127.0.0.1:0", conformance.ScaleBounds{HeapPerQP: 128 << 10, GoroutinesPerQP: 2.1, FDsPerQP: 1.1})
 }
