@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -91,50 +92,76 @@ func pipe(t testing.TB, dev *verbs.Device, tr transport) (c1, c2 *stream.Conn, s
 // TestTransfer sends several MiB each way at once, in writes of random
 // sizes, and checks every byte.
 func TestTransfer(t *testing.T) {
+	forEach(t, transfer)
+}
+
+// TestTransferSizes runs TestTransfer's exchange with rings and queues of
+// other sizes, so that the sender's passes end on each of its limits in
+// turn: the peer's ring part, the send queue, the send ring.
+func TestTransferSizes(t *testing.T) {
+	sizes := []stream.Config{
+		{WriteBuffer: 4 << 20},                   // the peer's ring part ends a pass
+		{WriteBuffer: 4 << 20, ReadBuffer: 8192}, // ... many times a message
+		{QueueDepth: 16},                         // the send queue does
+		{WriteBuffer: 4096, ReadBuffer: 4096, QueueDepth: 16},
+		{WriteBuffer: 3 << 20, ReadBuffer: 3<<20 + 2, QueueDepth: 100},
+	}
 	forEach(t, func(t *testing.T, tr transport) {
-		dev := openDevice(t, tr)
-		c1, c2, stop := pipe(t, dev, tr)
-		defer stop()
-		const size = 2 << 20
-		errc := make(chan error, 4)
-		send := func(c *stream.Conn, seed uint64) {
-			r := rand.New(rand.NewPCG(seed, 0))
-			buf := make([]byte, size)
-			for i := range buf {
-				buf[i] = byte(r.Uint32())
-			}
-			for off := 0; off < size; {
-				n := min(size-off, 1+r.IntN(200<<10))
-				if _, err := c.Write(buf[off : off+n]); err != nil {
-					errc <- err
-					return
-				}
-				off += n
-			}
-			errc <- c.CloseWrite()
-		}
-		recv := func(c *stream.Conn, seed uint64) {
-			r := rand.New(rand.NewPCG(seed, 0))
-			want := make([]byte, size)
-			for i := range want {
-				want[i] = byte(r.Uint32())
-			}
-			got, err := io.ReadAll(c)
-			if err == nil && !bytes.Equal(got, want) {
-				err = errors.New("received bytes differ from those sent")
-			}
-			errc <- err
-		}
-		go send(c1, 1)
-		go send(c2, 2)
-		go recv(c2, 1)
-		go recv(c1, 2)
-		for range 4 {
-			if err := <-errc; err != nil {
-				t.Fatal(err)
-			}
+		for _, cfg := range sizes {
+			cfg.SendMode = tr.cfg.SendMode
+			tr := tr
+			tr.cfg = cfg
+			t.Run(fmt.Sprintf("w%d-r%d-q%d", cfg.WriteBuffer, cfg.ReadBuffer, cfg.QueueDepth), func(t *testing.T) {
+				transfer(t, tr)
+			})
 		}
 	})
+}
+
+// transfer is TestTransfer's exchange over one transport.
+func transfer(t *testing.T, tr transport) {
+	dev := openDevice(t, tr)
+	c1, c2, stop := pipe(t, dev, tr)
+	defer stop()
+	const size = 2 << 20
+	errc := make(chan error, 4)
+	send := func(c *stream.Conn, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 0))
+		buf := make([]byte, size)
+		for i := range buf {
+			buf[i] = byte(r.Uint32())
+		}
+		for off := 0; off < size; {
+			n := min(size-off, 1+r.IntN(200<<10))
+			if _, err := c.Write(buf[off : off+n]); err != nil {
+				errc <- err
+				return
+			}
+			off += n
+		}
+		errc <- c.CloseWrite()
+	}
+	recv := func(c *stream.Conn, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 0))
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(r.Uint32())
+		}
+		got, err := io.ReadAll(c)
+		if err == nil && !bytes.Equal(got, want) {
+			err = errors.New("received bytes differ from those sent")
+		}
+		errc <- err
+	}
+	go send(c1, 1)
+	go send(c2, 2)
+	go recv(c2, 1)
+	go recv(c1, 2)
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestHalfClose: after CloseWrite the peer reads io.EOF, and can still
