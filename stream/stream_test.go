@@ -109,7 +109,6 @@ func TestTransferSizes(t *testing.T) {
 	forEach(t, func(t *testing.T, tr transport) {
 		for _, cfg := range sizes {
 			cfg.SendMode = tr.cfg.SendMode
-			tr := tr
 			tr.cfg = cfg
 			t.Run(fmt.Sprintf("w%d-r%d-q%d", cfg.WriteBuffer, cfg.ReadBuffer, cfg.QueueDepth), func(t *testing.T) {
 				transfer(t, tr)
@@ -125,36 +124,16 @@ func transfer(t *testing.T, tr transport) {
 	defer stop()
 	const size = 2 << 20
 	errc := make(chan error, 4)
-	send := func(c *stream.Conn, seed uint64) {
-		r := rand.New(rand.NewPCG(seed, 0))
-		buf := make([]byte, size)
-		for i := range buf {
-			buf[i] = byte(r.Uint32())
-		}
-		for off := 0; off < size; {
-			n := min(size-off, 1+r.IntN(200<<10))
-			if _, err := c.Write(buf[off : off+n]); err != nil {
-				errc <- err
-				return
-			}
-			off += n
-		}
-		errc <- c.CloseWrite()
-	}
 	recv := func(c *stream.Conn, seed uint64) {
-		r := rand.New(rand.NewPCG(seed, 0))
-		want := make([]byte, size)
-		for i := range want {
-			want[i] = byte(r.Uint32())
-		}
+		want, _ := randomBytes(size, seed)
 		got, err := io.ReadAll(c)
 		if err == nil && !bytes.Equal(got, want) {
 			err = errors.New("received bytes differ from those sent")
 		}
 		errc <- err
 	}
-	go send(c1, 1)
-	go send(c2, 2)
+	writeRandom(c1, size, 1, 200<<10, errc)
+	writeRandom(c2, size, 2, 200<<10, errc)
 	go recv(c2, 1)
 	go recv(c1, 2)
 	for range 4 {
@@ -162,6 +141,36 @@ func transfer(t *testing.T, tr transport) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// randomBytes returns n bytes drawn from seed, and the source they came
+// from for further draws.
+func randomBytes(n int, seed uint64) ([]byte, *rand.Rand) {
+	r := rand.New(rand.NewPCG(seed, 0))
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	return data, r
+}
+
+// writeRandom writes randomBytes(n, seed) to c from a goroutine, in writes
+// of random sizes up to maxWrite, then closes c's write side; it sends the
+// first error, or nil, to errc, and returns the bytes.
+func writeRandom(c *stream.Conn, n int, seed uint64, maxWrite int, errc chan<- error) []byte {
+	data, r := randomBytes(n, seed)
+	go func() {
+		for p := data; len(p) > 0; {
+			k := min(len(p), 1+r.IntN(maxWrite))
+			if _, err := c.Write(p[:k]); err != nil {
+				errc <- err
+				return
+			}
+			p = p[k:]
+		}
+		errc <- c.CloseWrite()
+	}()
+	return data
 }
 
 // TestHalfClose: after CloseWrite the peer reads io.EOF, and can still
